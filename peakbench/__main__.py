@@ -1,0 +1,5 @@
+import sys
+
+from peakbench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,94 @@
+"""The backend interface: what the core asks of a GPU API, and how a backend is loaded.
+
+The core (CLI, harness, catalog, specs, reports) imports no GPU API. A backend is a subpackage
+(`peakbench.vulkan`, `peakbench.cuda`, `peakbench.rocm`) imported only when asked for; a missing
+package or driver becomes BackendUnavailable with a hint, never a traceback.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from peakbench.catalog import TestSpec
+
+BACKENDS = ("vulkan", "cuda", "rocm")
+
+
+class BackendUnavailable(Exception):
+    """The backend cannot run here: its package, its driver or the device is missing."""
+
+
+class Unsupported(Exception):
+    """No native path for a test on this device; the message starts with [category]."""
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    index: int
+    name: str
+    vendor_id: int
+    device_id: int
+    driver: str
+    api: str
+    uuid: str
+    kind: str = "gpu"              # gpu, integrated, cpu, virtual, other
+    units: int | None = None       # SMs / CUs when the API reveals them
+    extra: dict = field(default_factory=dict)
+
+    def as_json(self) -> dict:
+        return {"index": self.index, "name": self.name, "vendor_id": f"0x{self.vendor_id:04x}",
+                "device_id": f"0x{self.device_id:04x}", "driver": self.driver, "api": self.api,
+                "uuid": self.uuid, "type": self.kind, "units": self.units, **self.extra}
+
+
+class Workload(Protocol):
+    """One prepared kernel variant on one device, ready to time.
+
+    `run(size)` launches it with a size knob (loop count or repetitions) and returns the GPU time
+    in seconds; `work(size)` is the ops or bytes that launch does; `verify()` runs a short check
+    against the host reference and returns None or the reason it failed.
+    """
+    params: dict
+    evidence: dict
+
+    def run(self, size: int) -> float: ...
+    def work(self, size: int) -> float: ...
+    def verify(self) -> str | None: ...
+
+
+class Device(Protocol):
+    info: DeviceInfo
+
+    def prepare(self, test: TestSpec, variant) -> Workload:
+        """Build the kernel for one variant; raises Unsupported with a [category] reason."""
+
+    def support(self, test: TestSpec) -> str | None:
+        """None when the test can run here, else the unsupported reason ([category] sentence)."""
+
+    def clock_mhz(self) -> float | None:
+        """The current core clock, where the platform can read it."""
+
+    def close(self) -> None: ...
+
+
+class Backend(Protocol):
+    name: str
+
+    def devices(self) -> list[DeviceInfo]: ...
+    def open(self, index: int) -> Device: ...
+    def close(self) -> None: ...
+
+
+def load(name: str) -> Backend:
+    """Import and start a backend by name; BackendUnavailable says why it cannot and how to fix it."""
+    if name not in BACKENDS:
+        raise BackendUnavailable(f"unknown backend '{name}' (choose from {', '.join(BACKENDS)})")
+    try:
+        module = importlib.import_module(f"peakbench.{name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"peakbench.{name}":
+            raise
+        raise BackendUnavailable(f"{name} backend: not part of this peakbench release yet") from None
+    return module.create()
+

@@ -1,0 +1,64 @@
+"""The catalog of tests: frozen descriptors, one family per module. No GPU API here.
+
+A test names its kernel family and element type; each backend maps the family to its own source
+(GLSL, SPIR-V assembly, CUDA). Counts that the kernel and the op arithmetic share (accumulators,
+unroll, vector width) live here and reach the kernels as defines, so nothing has to "match".
+"""
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way to run a test (vector width, formulation); the best variant is the test's value."""
+    name: str
+    width: int = 1            # lanes per accumulator (vector components or packed words)
+    ops_per_step: int = 2     # ops one accumulator does per step (FMA on a scalar = 2)
+    unroll: int = 16          # steps per loop iteration: loop overhead is amortized over
+                              # unroll * accumulators steps, code size grows with it
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    name: str                  # <family>.<type>[.<accumulator>]
+    unit: str                  # TFLOPS, TOPS, GB/s, ns, us
+    kernel: str = ""           # kernel family ("fma", "dot4x8", "bf16dot"); "" = no kernel exists
+    dtype: str = ""
+    variants: tuple[Variant, ...] = ()
+    accumulators: int = 8
+    description: str = ""
+
+    @property
+    def family(self) -> str:
+        return self.name.split(".")[0]
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.unit not in ("ns", "us")
+
+
+@dataclass
+class Catalog:
+    tests: list[TestSpec] = field(default_factory=list)
+
+    def names(self) -> list[str]:
+        return [t.name for t in self.tests]
+
+    def get(self, name: str) -> TestSpec:
+        for t in self.tests:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def select(self, patterns: list[str] | None) -> list[TestSpec]:
+        """Tests whose name matches any glob, in catalog order; every test when patterns is empty."""
+        if not patterns:
+            return list(self.tests)
+        return [t for t in self.tests if any(fnmatch.fnmatchcase(t.name, p) for p in patterns)]
+
+
+def default_catalog() -> Catalog:
+    from peakbench.catalog import compute
+    return Catalog(list(compute.TESTS))

@@ -1,0 +1,131 @@
+"""Inputs and host reference for the vector-ALU kernels: the contract every backend's kernel keeps.
+
+Per thread `gid`, accumulator k (0..A-1) starts at seeds[(gid*A + k) % SEEDS] (a width-lane row)
+and takes `steps` = iterations*unroll steps; the thread stores the sum over k of its accumulators
+(lanes kept apart; k ascending). The step of each family:
+  fma      x = fma(x, b, c) for floats, x*x + c (wrapping) for integers (b unused)
+  dot4x8   x = x + dot(int8x4(x), int8x4(b)) per 32-bit word, wrapping
+  bf16dot  v = (dot(v, M[0]), ..., dot(v, M[n-1])) rounded to bfloat16; stored as the f32 sum
+The numbers are chosen so the reference is exact where it can be: b = 0.9375 has four significant
+bits, so a float32 or float16 product is exact in float64 and one rounding of the float64 sum is
+the fused result; float64 itself gets a tolerance of a few ulps.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+SEEDS = 256
+
+DTYPES = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16,
+          "int32": np.int32, "int16": np.int16, "int8": np.int32, "bf16": np.float32}
+
+# Relative tolerance of the stored sum: the compiler may reorder the final additions.
+TOLERANCE = {"fp64": 1e-13, "fp32": 2e-6, "fp16": 4e-3, "bf16": 2e-2}
+
+
+@dataclass(frozen=True)
+class AluInputs:
+    seeds: np.ndarray      # (SEEDS, width) in the element dtype
+    params: np.ndarray     # fma: rows b, c; dot4x8: row b; bf16dot: the n x n matrix M
+
+    def buffer(self) -> bytes:
+        """Seeds then params, tightly packed rows: the layout of the kernels' input buffer."""
+        return self.seeds.tobytes() + self.params.tobytes()
+
+
+def make_inputs(kernel: str, dtype: str, width: int) -> AluInputs:
+    i = np.arange(SEEDS * width, dtype=np.int64).reshape(SEEDS, width)
+    if kernel == "fma" and dtype.startswith("fp"):
+        t = DTYPES[dtype]
+        seeds = (1.0 + ((i * 37) % 256) / 256.0).astype(t)   # [1, 2), exact in fp16
+        params = np.array([[0.9375] * width, [0.125] * width], dtype=t)
+    elif kernel == "fma" and dtype == "int32":
+        seeds = ((i * 2654435761) % 2**32).astype(np.uint32).view(np.int32)
+        params = np.array([[0] * width, [1013904223] * width], dtype=np.int32)
+    elif kernel == "fma" and dtype == "int16":
+        seeds = ((i * 40503) % 2**16).astype(np.uint16).view(np.int16)
+        params = np.array([[0] * width, [13849] * width], dtype=np.int16)
+    elif kernel == "dot4x8":
+        seeds = ((i * 2654435761 + 12345) % 2**32).astype(np.uint32).view(np.int32)
+        params = np.array([[0x05FD03FE + 0x01010101 * j for j in range(width)]],
+                          dtype=np.uint32).view(np.int32)
+    elif kernel == "bf16dot":
+        seeds = (1.0 + (i % 128) / 128.0).astype(np.float32)  # 8 significant bits: exact in bf16
+        row = {2: [0.75, 0.25], 4: [0.5, 0.25, 0.125, 0.125]}[width]
+        params = np.array([np.roll(row, r) for r in range(width)], dtype=np.float32)
+    else:
+        raise ValueError(f"no inputs for kernel {kernel!r} on {dtype!r}")
+    return AluInputs(seeds, params)
+
+
+def round_bf16(x: np.ndarray) -> np.ndarray:
+    """Round float32 values to the nearest bfloat16 (ties to even), kept as float32."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def _sdot4x8(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    ab = a.astype(np.int32).view(np.int8).reshape(*a.shape, 4).astype(np.int64)
+    bb = b.astype(np.int32).view(np.int8).reshape(*b.shape, 4).astype(np.int64)
+    return (ab * bb).sum(axis=-1)
+
+
+def _wrap(x: np.ndarray, bits: int, dtype) -> np.ndarray:
+    return (x % (1 << bits)).astype(np.uint64).astype(f"uint{bits}").view(dtype)
+
+
+def reference(kernel: str, dtype: str, inputs: AluInputs, accumulators: int, steps: int,
+              thread_ids: np.ndarray) -> np.ndarray:
+    """The per-thread stored value, shape (len(thread_ids), width), as each kernel computes it."""
+    rows = (thread_ids[:, None] * accumulators + np.arange(accumulators)) % SEEDS
+    x = inputs.seeds[rows]                                   # (threads, A, width)
+    if kernel == "fma" and dtype.startswith("fp"):
+        t = DTYPES[dtype]
+        b, c = (p.astype(np.float64) for p in inputs.params)
+        for _ in range(steps):
+            x = (x.astype(np.float64) * b + c).astype(t)
+        return _sum(x, t)
+    if kernel == "fma":
+        bits = 32 if dtype == "int32" else 16
+        c = inputs.params[1].astype(np.int64)
+        x = x.astype(np.int64)
+        for _ in range(steps):
+            x = (x * x + c) % (1 << bits)
+        return _wrap(x.sum(axis=1), bits, DTYPES[dtype])
+    if kernel == "dot4x8":
+        x = x.astype(np.int64)
+        for _ in range(steps):
+            x = (x + _sdot4x8(_wrap(x, 32, np.int32), inputs.params[0])) % (1 << 32)
+        return _wrap(x.sum(axis=1), 32, np.int32)
+    if kernel == "bf16dot":
+        m = inputs.params.astype(np.float64)
+        v = round_bf16(x).astype(np.float64)
+        for _ in range(steps):
+            v = round_bf16((v @ m.T).astype(np.float32)).astype(np.float64)
+        return _sum(v.astype(np.float32), np.float32).sum(axis=-1, keepdims=True)
+    raise ValueError(f"no reference for kernel {kernel!r}")
+
+
+def _sum(x: np.ndarray, t) -> np.ndarray:
+    total = x[:, 0].astype(t)
+    for k in range(1, x.shape[1]):
+        total = (total + x[:, k]).astype(t)
+    return total
+
+
+def compare(kernel: str, dtype: str, got: np.ndarray, want: np.ndarray) -> str | None:
+    """None when `got` matches the reference, else a sentence naming the first mismatch."""
+    got = np.asarray(got).reshape(want.shape)
+    if dtype in TOLERANCE:
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        bad = ~np.isfinite(g) | (np.abs(g - w) > TOLERANCE[dtype] * np.maximum(np.abs(w), 1e-30))
+    else:
+        bad = got != want
+    if not bad.any():
+        return None
+    idx = np.argwhere(bad)[0]
+    return (f"{int(bad.sum())} of {bad.size} values differ from the host reference "
+            f"(first at {tuple(int(i) for i in idx)}: got {got[tuple(idx)]!r}, want {want[tuple(idx)]!r})")

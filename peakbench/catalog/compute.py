@@ -1,0 +1,56 @@
+"""Vector-ALU peaks: long independent dependency chains kept in registers.
+
+Each thread keeps `accumulators` chains of `width` lanes and advances every chain `unroll` times
+per loop iteration, `iterations` times (the size knob the harness calibrates); width and unroll
+are per variant, so narrow vectors get a deeper unroll and every variant keeps the loop's own
+instructions under one percent of the work:
+
+    ops per thread = iterations * unroll * accumulators * ops_per_step
+
+ops_per_step per kernel family (DESIGN.md op counting):
+  fma      x = fma(x, b, c) on a width-lane vector: 2 ops per lane (a packed f16x2 FMA = 4).
+  dot4x8   x = x + dot(bytes(x), bytes(b)) on packed 4x8-bit words: 8 ops per word.
+  bf16dot  v = (dot(v, m0), dot(v, m1), ...) on an n-lane bfloat16 vector: each dot is n multiplies
+           and n-1 adds, so n * (2n - 1) ops per step; no accumulate is folded in.
+"""
+from peakbench.catalog import TestSpec, Variant
+
+
+def fma(width: int, unroll: int) -> Variant:
+    return Variant(f"x{width}u{unroll}", width, 2 * width, unroll)
+
+
+def dot4x8(words: int, unroll: int) -> Variant:
+    return Variant(f"x{words}u{unroll}", words, 8 * words, unroll)
+
+
+def bf16dot(n: int, unroll: int) -> Variant:
+    return Variant(f"dot{n}u{unroll}", n, n * (2 * n - 1), unroll)
+
+
+def _alu(name, unit, kernel, dtype, variants, description, accumulators=8):
+    return TestSpec(name, unit, kernel, dtype, tuple(variants), accumulators, description)
+
+
+def _no_kernel(name, unit, description):
+    """A type with no native vector path in any API we drive; each backend states its reason."""
+    return TestSpec(name, unit, description=description)
+
+
+TESTS = (
+    _alu("compute.fp64", "TFLOPS", "fma", "fp64", [fma(1, 64), fma(2, 32)], "FP64 fused multiply-add"),
+    _alu("compute.fp32", "TFLOPS", "fma", "fp32", [fma(1, 64), fma(2, 32), fma(4, 16)],
+         "FP32 fused multiply-add"),
+    _alu("compute.fp16", "TFLOPS", "fma", "fp16", [fma(2, 64), fma(4, 32)],
+         "packed FP16 fused multiply-add (2 lanes per instruction)"),
+    _alu("compute.bf16", "TFLOPS", "bf16dot", "bf16", [bf16dot(2, 32), bf16dot(4, 16)],
+         "BF16 through the native bfloat16 dot product"),
+    _alu("compute.int32", "TOPS", "fma", "int32", [fma(1, 64), fma(4, 16)], "INT32 multiply-add"),
+    _alu("compute.int16", "TOPS", "fma", "int16", [fma(1, 64), fma(2, 32)], "INT16 multiply-add"),
+    _alu("compute.int8", "TOPS", "dot4x8", "int8", [dot4x8(1, 64), dot4x8(4, 16)],
+         "INT8 4x8-bit dot product with 32-bit accumulate"),
+    _no_kernel("compute.fp8_e4m3", "TFLOPS", "FP8 E4M3 vector arithmetic"),
+    _no_kernel("compute.fp8_e5m2", "TFLOPS", "FP8 E5M2 vector arithmetic"),
+    _no_kernel("compute.int4", "TOPS", "INT4 vector arithmetic"),
+    _no_kernel("compute.fp4", "TFLOPS", "FP4 vector arithmetic"),
+)

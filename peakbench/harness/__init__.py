@@ -1,0 +1,1 @@
+"""Timing and statistics: turns a prepared workload into a measured, verified result."""

@@ -1,0 +1,75 @@
+"""Warm up, calibrate, sample, stop: one place that turns (work, GPU seconds) into a rate.
+
+For each variant of a test: find the size whose launch takes about `sample_s` of GPU time
+(doubling from 1), keep the GPU under sustained load until `warmup_s` has passed since the test
+began (clocks ramp over hundreds of milliseconds), then take samples until at least `min_samples`
+are in and their relative deviation is under `settle`, or `max_samples`/`budget_s` is reached.
+The value of a test is its best variant's median rate.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from peakbench.harness.stats import Summary, median, stdrel, summarize
+
+SCALE = {"TFLOPS": 1e12, "TOPS": 1e12, "GB/s": 1e9}
+
+
+@dataclass(frozen=True)
+class Settings:
+    sample_s: float = 0.02      # GPU time per sample
+    warmup_s: float = 0.3       # sustained load before the first sample (DESIGN.md: >= 300 ms)
+    min_samples: int = 10
+    max_samples: int = 30
+    settle: float = 0.005       # stop sampling once stdrel of the samples is below this
+    budget_s: float = 3.0       # wall time per variant, after warm-up
+    max_size: int = 1 << 24
+
+    @classmethod
+    def quick(cls) -> "Settings":
+        return cls(sample_s=0.005, warmup_s=0.3, min_samples=5, max_samples=10, budget_s=1.0)
+
+
+@dataclass
+class VariantResult:
+    name: str
+    size: int
+    summary: Summary
+    clock_mhz: float | None
+    params: dict = field(default_factory=dict)
+    evidence: dict = field(default_factory=dict)
+
+
+def calibrate(run: Callable[[int], float], settings: Settings) -> tuple[int, float]:
+    """The smallest power-of-two size whose launch takes at least sample_s (or max_size)."""
+    size, seconds = 1, run(1)
+    while seconds < settings.sample_s and size < settings.max_size:
+        # Jump close to the target once the time is well above timer noise.
+        grow = 2 if seconds < 1e-4 else min(16, max(2, int(settings.sample_s / seconds)))
+        size = min(settings.max_size, size * (1 << (grow.bit_length() - 1)))
+        seconds = run(size)
+    return size, seconds
+
+
+def measure(workload, unit: str, settings: Settings, started: float,
+            clock: Callable[[], float | None] = lambda: None) -> VariantResult:
+    """Time one prepared workload; `started` is when the test's sustained load began."""
+    size, _ = calibrate(workload.run, settings)
+    while time.perf_counter() - started < settings.warmup_s:
+        workload.run(size)
+    scale = SCALE[unit]
+    rates, clocks = [], []
+    t0 = time.perf_counter()
+    while len(rates) < settings.max_samples:
+        seconds = workload.run(size)
+        clocks.append(clock())
+        rates.append(workload.work(size) / seconds / scale)
+        if len(rates) >= settings.min_samples and (
+                stdrel(rates) < settings.settle or time.perf_counter() - t0 > settings.budget_s):
+            break
+    read = [c for c in clocks if c]
+    return VariantResult(getattr(workload, "name", ""), size, summarize(rates),
+                         median(read) if read else None, dict(workload.params),
+                         dict(workload.evidence))

@@ -1,0 +1,74 @@
+"""Run catalog tests on one opened device: support check, verify, measure, compare to spec.
+
+A test that raises or mismatches the host reference is `failed` and the run goes on; a test with
+no native path is `unsupported` with the backend's [category] reason.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from peakbench.backend import Unsupported
+from peakbench.catalog import TestSpec
+from peakbench.harness.runner import Settings, VariantResult, measure
+from peakbench.report.result import Result
+from peakbench.specs import GpuSpec
+
+
+def _reason(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def with_spec(result: Result, spec: GpuSpec | None) -> Result:
+    """Fill the spec columns: % of spec, and % of the peak at the clock measured during the test."""
+    peak = spec.peak(result.test) if spec else None
+    if peak is None or result.value is None:
+        return result
+    result.spec_value = peak
+    result.pct_of_spec = round(100 * result.value / peak, 1)
+    if result.clock_mhz:
+        at_clock = peak * result.clock_mhz / spec.peak_clock_mhz(result.test)
+        result.pct_of_clock_peak = round(100 * result.value / at_clock, 1)
+    return result
+
+
+def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str], None]) -> Result:
+    reason = device.support(test)
+    if reason:
+        return Result(test.name, "unsupported", test.unit, reason=reason)
+    variants: list[VariantResult] = []
+    started = time.perf_counter()     # sustained load begins with the first variant's calibration
+    for variant in test.variants:
+        workload = None
+        try:
+            workload = device.prepare(test, variant)
+            problem = workload.verify()
+            if problem:
+                return Result(test.name, "failed", test.unit, reason=f"variant {variant.name}: {problem}",
+                              params=dict(workload.params), evidence=dict(workload.evidence))
+            v = measure(workload, test.unit, settings, started, device.clock_mhz)
+            v.name = variant.name
+            variants.append(v)
+            progress(f"  {test.name} {variant.name}: {v.summary.median:.4g} {test.unit}"
+                     f" (spread {v.summary.spread_pct:.1f}%, {v.summary.samples} samples"
+                     f"{f', {v.clock_mhz:.0f} MHz' if v.clock_mhz else ''})")
+        except Unsupported as e:
+            return Result(test.name, "unsupported", test.unit, reason=str(e))
+        except Exception as e:
+            return Result(test.name, "failed", test.unit, reason=f"variant {variant.name}: {_reason(e)}")
+        finally:
+            if workload is not None and hasattr(workload, "close"):
+                try:
+                    workload.close()
+                except Exception:
+                    pass
+    best = max(variants, key=lambda v: v.summary.median if test.higher_is_better else -v.summary.median)
+    params = dict(best.params)
+    params["variant"] = best.name
+    params["size"] = best.size
+    params["variants"] = {v.name: {"median": round(v.summary.median, 4), "spread_pct": round(v.summary.spread_pct, 2),
+                                   "clock_mhz": v.clock_mhz} for v in variants}
+    return Result(test.name, "ok", test.unit, value=round(best.summary.median, 4),
+                  stats=best.summary.as_json(), clock_mhz=best.clock_mhz, params=params,
+                  evidence=best.evidence)

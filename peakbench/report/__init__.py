@@ -1,0 +1,1 @@
+"""Results, their JSON form, and the renderers (table, Markdown, CSV, compare)."""

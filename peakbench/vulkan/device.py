@@ -1,0 +1,304 @@
+"""A logical device: queue, buffers, compute pipelines, and dispatches timed with timestamp queries."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import vulkan as vk
+
+from peakbench.backend import DeviceInfo
+from peakbench.telemetry import ClockReader
+from peakbench.vulkan.instance import (EXT_BFLOAT16, EXT_EXECUTABLE_PROPERTIES, STYPE_BFLOAT16_FEATURES,
+                                       Capabilities, _chain, _new, _string)
+
+ffi = vk.ffi
+FENCE_TIMEOUT_S = 120.0
+
+
+class VulkanError(Exception):
+    """A Vulkan call that failed on the device; the test that hit it is reported failed."""
+
+
+@dataclass
+class Buffer:
+    handle: object
+    memory: object
+    size: int
+
+
+@dataclass
+class Pipeline:
+    handle: object
+    layout: object
+    set_layout: object
+    pool: object
+    descriptor_set: object
+    module: object
+    statistics: dict
+
+
+class VulkanDevice:
+    def __init__(self, physical, info: DeviceInfo, caps: Capabilities):
+        self.physical, self.info, self.caps = physical, info, caps
+        self.device = None
+        self._keep = []
+        families = vk.vkGetPhysicalDeviceQueueFamilyProperties(physical)
+        compute = [i for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT]
+        timed = [i for i in compute if families[i].timestampValidBits]
+        self.family = (timed or compute)[0]
+        bits = families[self.family].timestampValidBits
+        self.timestamp_mask = (1 << bits) - 1 if bits else 0
+        self.memory_props = vk.vkGetPhysicalDeviceMemoryProperties(physical)
+        self._create_device()
+        self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
+        self.command_pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(
+            flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, queueFamilyIndex=self.family), None)
+        self.cmd = vk.vkAllocateCommandBuffers(self.device, vk.VkCommandBufferAllocateInfo(
+            commandPool=self.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
+        self.fence = vk.vkCreateFence(self.device, vk.VkFenceCreateInfo(), None)
+        self.query_pool = vk.vkCreateQueryPool(self.device, vk.VkQueryPoolCreateInfo(
+            queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=2), None)
+        self._buffers: list[Buffer] = []
+        self._pipelines: list[Pipeline] = []
+        self.clock = ClockReader.for_device(info)
+
+    # -- device creation -------------------------------------------------------------------
+    def _create_device(self):
+        f = self.caps.features
+        f2 = _new("VkPhysicalDeviceFeatures2", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2)
+        f2.features.shaderFloat64 = f["shaderFloat64"]
+        f2.features.shaderInt64 = f["shaderInt64"]
+        f2.features.shaderInt16 = f["shaderInt16"]
+        f11 = _new("VkPhysicalDeviceVulkan11Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES)
+        f11.storageBuffer16BitAccess = f["storageBuffer16BitAccess"]
+        f12 = _new("VkPhysicalDeviceVulkan12Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES)
+        f12.shaderFloat16, f12.shaderInt8 = f["shaderFloat16"], f["shaderInt8"]
+        f12.storageBuffer8BitAccess = f["storageBuffer8BitAccess"]
+        f13 = _new("VkPhysicalDeviceVulkan13Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES)
+        f13.shaderIntegerDotProduct = f["shaderIntegerDotProduct"]
+        chain, extensions = [f2, f11, f12, f13], []
+        if self.caps.has("shaderBFloat16Type"):
+            bf16 = ffi.new("uint32_t[8]")
+            bf16[0] = STYPE_BFLOAT16_FEATURES
+            bf16[4], bf16[5] = 1, int(f["shaderBFloat16DotProduct"])
+            chain.append(ffi.cast("VkBaseOutStructure*", bf16))
+            extensions.append(EXT_BFLOAT16)
+            self._keep.append(bf16)
+        if self.caps.has("pipelineExecutableInfo"):
+            exe = _new("VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
+                       vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR)
+            exe.pipelineExecutableInfo = 1
+            chain.append(exe)
+            extensions.append(EXT_EXECUTABLE_PROPERTIES)
+        _chain(*chain)
+        info = vk.VkDeviceCreateInfo(
+            pNext=f2, pQueueCreateInfos=[vk.VkDeviceQueueCreateInfo(
+                queueFamilyIndex=self.family, queueCount=1, pQueuePriorities=[1.0])],
+            ppEnabledExtensionNames=extensions)
+        self._keep += chain
+        try:
+            self.device = vk.vkCreateDevice(self.physical, info, None)
+        except vk.VkError as e:
+            raise VulkanError(f"vkCreateDevice failed: {type(e).__name__}") from None
+
+    # -- memory ----------------------------------------------------------------------------
+    def _memory_type(self, bits: int, flags: int) -> int | None:
+        for i in range(self.memory_props.memoryTypeCount):
+            if bits & (1 << i) and (self.memory_props.memoryTypes[i].propertyFlags & flags) == flags:
+                return i
+        return None
+
+    def buffer(self, size: int, host_visible: bool = False) -> Buffer:
+        usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
+                 | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+        handle = vk.vkCreateBuffer(self.device, vk.VkBufferCreateInfo(
+            size=size, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
+        req = vk.vkGetBufferMemoryRequirements(self.device, handle)
+        flags = (vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+                 if host_visible else vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+        index = self._memory_type(req.memoryTypeBits, flags)
+        if index is None:
+            vk.vkDestroyBuffer(self.device, handle, None)
+            raise VulkanError(f"no memory type with flags 0x{flags:x} for a {size}-byte buffer")
+        try:
+            memory = vk.vkAllocateMemory(self.device, vk.VkMemoryAllocateInfo(
+                allocationSize=req.size, memoryTypeIndex=index), None)
+        except vk.VkError as e:
+            vk.vkDestroyBuffer(self.device, handle, None)
+            raise VulkanError(f"vkAllocateMemory of {req.size} bytes failed: {type(e).__name__}") from None
+        vk.vkBindBufferMemory(self.device, handle, memory, 0)
+        buf = Buffer(handle, memory, size)
+        self._buffers.append(buf)
+        return buf
+
+    def free(self, buf: Buffer) -> None:
+        vk.vkDestroyBuffer(self.device, buf.handle, None)
+        vk.vkFreeMemory(self.device, buf.memory, None)
+        self._buffers.remove(buf)
+
+    def upload(self, buf: Buffer, data: bytes) -> None:
+        staging = self.buffer(len(data), host_visible=True)
+        try:
+            mapped = vk.vkMapMemory(self.device, staging.memory, 0, len(data), 0)
+            mapped[:len(data)] = data
+            vk.vkUnmapMemory(self.device, staging.memory)
+            self._submit(lambda cmd: vk.vkCmdCopyBuffer(cmd, staging.handle, buf.handle, 1,
+                                                        [vk.VkBufferCopy(0, 0, len(data))]))
+        finally:
+            self.free(staging)
+
+    def download(self, buf: Buffer, size: int | None = None) -> bytes:
+        size = buf.size if size is None else size
+        staging = self.buffer(size, host_visible=True)
+        try:
+            self._submit(lambda cmd: vk.vkCmdCopyBuffer(cmd, buf.handle, staging.handle, 1,
+                                                        [vk.VkBufferCopy(0, 0, size)]))
+            mapped = vk.vkMapMemory(self.device, staging.memory, 0, size, 0)
+            data = bytes(mapped[:size])
+            vk.vkUnmapMemory(self.device, staging.memory)
+            return data
+        finally:
+            self.free(staging)
+
+    def fill(self, buf: Buffer, word: int) -> None:
+        self._submit(lambda cmd: vk.vkCmdFillBuffer(cmd, buf.handle, 0, buf.size & ~3, word))
+
+    # -- pipelines -------------------------------------------------------------------------
+    def pipeline(self, code: bytes, bindings: int, local_size: int, push_bytes: int = 4) -> Pipeline:
+        d = self.device
+        module = vk.vkCreateShaderModule(d, vk.VkShaderModuleCreateInfo(codeSize=len(code), pCode=code), None)
+        set_layout = vk.vkCreateDescriptorSetLayout(d, vk.VkDescriptorSetLayoutCreateInfo(pBindings=[
+            vk.VkDescriptorSetLayoutBinding(binding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                            descriptorCount=1, stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
+            for i in range(bindings)]), None)
+        layout = vk.vkCreatePipelineLayout(d, vk.VkPipelineLayoutCreateInfo(
+            pSetLayouts=[set_layout], pPushConstantRanges=[vk.VkPushConstantRange(
+                stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=push_bytes)]), None)
+        spec_data = ffi.new("uint32_t[1]", [local_size])
+        spec = vk.VkSpecializationInfo(
+            pMapEntries=[vk.VkSpecializationMapEntry(constantID=0, offset=0, size=4)],
+            dataSize=4, pData=spec_data)
+        capture = self.caps.has("pipelineExecutableInfo")
+        flags = vk.VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR if capture else 0
+        stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=module,
+                                                   pName="main", pSpecializationInfo=spec)
+        try:
+            handle = vk.vkCreateComputePipelines(d, None, 1, [vk.VkComputePipelineCreateInfo(
+                flags=flags, stage=stage, layout=layout)], None)[0]
+        except vk.VkError as e:
+            raise VulkanError(f"vkCreateComputePipelines failed: {type(e).__name__}") from None
+        pool = vk.vkCreateDescriptorPool(d, vk.VkDescriptorPoolCreateInfo(maxSets=1, pPoolSizes=[
+            vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=bindings)]), None)
+        dset = vk.vkAllocateDescriptorSets(d, vk.VkDescriptorSetAllocateInfo(
+            descriptorPool=pool, pSetLayouts=[set_layout]))[0]
+        stats = self._statistics(handle) if capture else {}
+        p = Pipeline(handle, layout, set_layout, pool, dset, module, stats)
+        self._pipelines.append(p)
+        return p
+
+    def destroy(self, p: Pipeline) -> None:
+        vk.vkDestroyPipeline(self.device, p.handle, None)
+        vk.vkDestroyDescriptorPool(self.device, p.pool, None)
+        vk.vkDestroyPipelineLayout(self.device, p.layout, None)
+        vk.vkDestroyDescriptorSetLayout(self.device, p.set_layout, None)
+        vk.vkDestroyShaderModule(self.device, p.module, None)
+        self._pipelines.remove(p)
+
+    def bind(self, p: Pipeline, buffers: list[Buffer]) -> None:
+        writes = [vk.VkWriteDescriptorSet(
+            dstSet=p.descriptor_set, dstBinding=i, descriptorCount=1,
+            descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=b.handle, offset=0, range=b.size)])
+            for i, b in enumerate(buffers)]
+        vk.vkUpdateDescriptorSets(self.device, len(writes), writes, 0, None)
+
+    def _statistics(self, pipeline) -> dict:
+        """The driver's own statistics per pipeline executable (registers, instructions, ...)."""
+        try:
+            get_props = vk.vkGetDeviceProcAddr(self.device, "vkGetPipelineExecutablePropertiesKHR")
+            get_stats = vk.vkGetDeviceProcAddr(self.device, "vkGetPipelineExecutableStatisticsKHR")
+            out = {}
+            execs = get_props(self.device, vk.VkPipelineInfoKHR(pipeline=pipeline))
+            for i, e in enumerate(execs):
+                name = _string(e.name)
+                values = {}
+                for s in get_stats(self.device, vk.VkPipelineExecutableInfoKHR(pipeline=pipeline, executableIndex=i)):
+                    fmt, v = s.format, s.value
+                    values[_string(s.name)] = (bool(v.b32) if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR
+                                               else v.i64 if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR
+                                               else v.u64 if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR
+                                               else v.f64)
+                out[name] = values
+            return out
+        except Exception as e:  # evidence is best effort; the measurement does not depend on it
+            return {"error": f"{type(e).__name__}: {e}"}
+
+    # -- submission ------------------------------------------------------------------------
+    def _submit(self, record) -> None:
+        vk.vkResetCommandBuffer(self.cmd, 0)
+        vk.vkBeginCommandBuffer(self.cmd, vk.VkCommandBufferBeginInfo(
+            flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+        record(self.cmd)
+        vk.vkEndCommandBuffer(self.cmd)
+        vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(pCommandBuffers=[self.cmd])], self.fence)
+        self._wait()
+
+    def _wait(self) -> None:
+        try:
+            vk.vkWaitForFences(self.device, 1, [self.fence], vk.VK_TRUE, int(FENCE_TIMEOUT_S * 1e9))
+        except vk.VkTimeout:
+            raise VulkanError(f"the GPU did not finish within {FENCE_TIMEOUT_S:.0f} s (fence timeout)") from None
+        vk.vkResetFences(self.device, 1, [self.fence])
+
+    def dispatch(self, p: Pipeline, groups: int, push: list[int]) -> float:
+        """Run one dispatch and return its GPU time in seconds (timestamps, else wall clock)."""
+        values = ffi.new("uint32_t[]", push)
+
+        def record(cmd):
+            vk.vkCmdResetQueryPool(cmd, self.query_pool, 0, 2)
+            vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.handle)
+            vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1,
+                                       [p.descriptor_set], 0, None)
+            vk.vkCmdPushConstants(cmd, p.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, 4 * len(push), values)
+            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, self.query_pool, 0)
+            vk.vkCmdDispatch(cmd, groups, 1, 1)
+            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self.query_pool, 1)
+
+        t0 = time.perf_counter()
+        self._submit(record)
+        wall = time.perf_counter() - t0
+        if not self.timestamp_mask:
+            return wall
+        ticks = ffi.new("uint64_t[2]")
+        vk.vkGetQueryPoolResults(self.device, self.query_pool, 0, 2, 16, ticks, 8,
+                                 vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+        delta = (ticks[1] - ticks[0]) & self.timestamp_mask
+        return delta * self.caps.timestamp_period_ns * 1e-9
+
+    # -- the Device interface --------------------------------------------------------------
+    def support(self, test) -> str | None:
+        from peakbench.vulkan.workloads import support
+        return support(test, self)
+
+    def prepare(self, test, variant):
+        from peakbench.vulkan.workloads import prepare
+        return prepare(test, variant, self)
+
+    def clock_mhz(self) -> float | None:
+        return self.clock.sm_mhz() if self.clock else None
+
+    def close(self) -> None:
+        if self.device is None:
+            return
+        vk.vkDeviceWaitIdle(self.device)
+        for p in list(self._pipelines):
+            self.destroy(p)
+        for b in list(self._buffers):
+            self.free(b)
+        vk.vkDestroyQueryPool(self.device, self.query_pool, None)
+        vk.vkDestroyFence(self.device, self.fence, None)
+        vk.vkDestroyCommandPool(self.device, self.command_pool, None)
+        vk.vkDestroyDevice(self.device, None)
+        self.device = None
+        if self.clock:
+            self.clock.close()

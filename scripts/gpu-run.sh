@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs peakbench on a lent GPU machine with no network: unpack the Vulkan loader and the Python
+# wheels carried in .gl/ and .whl/ (see PERFORMANCE_ANALYSIS.md, "How these numbers were taken"),
+# then run the given peakbench arguments, keeping JSON, Markdown and logs under $OUT.
+set -u
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PEAKBENCH_CACHE=/tmp/peakbench-cache
+icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+[ -f "$icd" ] && export VK_DRIVER_FILES=$icd
+nvidia-smi --query-gpu=name,pci.device_id,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu,clocks_event_reasons.active --format=csv > "$OUT/smi_before.csv" 2>&1
+python3 -m peakbench --list-devices 2>&1 | tee "$OUT/devices.txt"
+start=$(date +%s)
+python3 -m peakbench --json "$OUT/result.json" --markdown "$OUT/result.md" "$@" 2> >(tee "$OUT/progress.txt" >&2)
+rc=$?
+echo "peakbench exit $rc, $(( $(date +%s) - start )) s"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu,clocks_event_reasons.active --format=csv > "$OUT/smi_after.csv" 2>&1
+cat "$OUT/smi_before.csv" "$OUT/smi_after.csv"
