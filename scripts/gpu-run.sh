@@ -9,6 +9,7 @@ for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PEAKBENCH_CACHE=/tmp/peakbench-cache
+export PEAKBENCH_DUMP_DIR=/tmp/peakbench-ir
 icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 [ -f "$icd" ] && export VK_DRIVER_FILES=$icd
 nvidia-smi --query-gpu=name,pci.device_id,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu,clocks_event_reasons.active --format=csv > "$OUT/smi_before.csv" 2>&1
@@ -19,3 +20,4 @@ rc=$?
 echo "peakbench exit $rc, $(( $(date +%s) - start )) s"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu,clocks_event_reasons.active --format=csv > "$OUT/smi_after.csv" 2>&1
 cat "$OUT/smi_before.csv" "$OUT/smi_after.csv"
+[ -d /tmp/peakbench-ir ] && tar czf "$OUT/internal-representations.tgz" -C /tmp peakbench-ir

@@ -82,6 +82,9 @@ def write_atomic(path: str | Path, text: str) -> None:
     """Write via a temporary file in the same folder and rename, so readers never see half."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.resolve().parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)     # mkstemp makes 0600; a result file is an ordinary file
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)

@@ -1,10 +1,15 @@
 """A logical device: queue, buffers, compute pipelines, and dispatches timed with timestamp queries."""
 from __future__ import annotations
 
+import os
+import re
 import time
+from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 import vulkan as vk
+from vulkan._vulkan import lib as vk_lib
 
 from peakbench.backend import DeviceInfo
 from peakbench.telemetry import ClockReader
@@ -35,6 +40,18 @@ class Pipeline:
     descriptor_set: object
     module: object
     statistics: dict
+
+
+def instruction_counts(text: str) -> dict:
+    """Mnemonic histogram of a disassembly: the first upper-case word of each line after any
+    address comment and predicate, e.g. '/*0070*/ @P0 FFMA R1, ...' counts FFMA."""
+    counts = Counter()
+    for line in text.splitlines():
+        line = re.sub(r"/\*.*?\*/", " ", line).strip()
+        m = re.match(r"(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\b", line)
+        if m:
+            counts[m.group(1)] += 1
+    return dict(counts.most_common(24))
 
 
 class VulkanDevice:
@@ -164,7 +181,8 @@ class VulkanDevice:
         self._submit(lambda cmd: vk.vkCmdFillBuffer(cmd, buf.handle, 0, buf.size & ~3, word))
 
     # -- pipelines -------------------------------------------------------------------------
-    def pipeline(self, code: bytes, bindings: int, local_size: int, push_bytes: int = 4) -> Pipeline:
+    def pipeline(self, code: bytes, bindings: int, local_size: int, push_bytes: int = 4,
+                 label: str = "kernel") -> Pipeline:
         d = self.device
         module = vk.vkCreateShaderModule(d, vk.VkShaderModuleCreateInfo(codeSize=len(code), pCode=code), None)
         set_layout = vk.vkCreateDescriptorSetLayout(d, vk.VkDescriptorSetLayoutCreateInfo(pBindings=[
@@ -179,7 +197,8 @@ class VulkanDevice:
             pMapEntries=[vk.VkSpecializationMapEntry(constantID=0, offset=0, size=4)],
             dataSize=4, pData=spec_data)
         capture = self.caps.has("pipelineExecutableInfo")
-        flags = vk.VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR if capture else 0
+        flags = (vk.VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR
+                 | vk.VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR) if capture else 0
         stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=module,
                                                    pName="main", pSpecializationInfo=spec)
         try:
@@ -191,7 +210,7 @@ class VulkanDevice:
             vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=bindings)]), None)
         dset = vk.vkAllocateDescriptorSets(d, vk.VkDescriptorSetAllocateInfo(
             descriptorPool=pool, pSetLayouts=[set_layout]))[0]
-        stats = self._statistics(handle) if capture else {}
+        stats = self._statistics(handle, label) if capture else {}
         p = Pipeline(handle, layout, set_layout, pool, dset, module, stats)
         self._pipelines.append(p)
         return p
@@ -212,8 +231,9 @@ class VulkanDevice:
             for i, b in enumerate(buffers)]
         vk.vkUpdateDescriptorSets(self.device, len(writes), writes, 0, None)
 
-    def _statistics(self, pipeline) -> dict:
-        """The driver's own statistics per pipeline executable (registers, instructions, ...)."""
+    def _statistics(self, pipeline, label: str) -> dict:
+        """The driver's own statistics per pipeline executable (registers, binary size, ...) and,
+        where it returns its compiled code as text, a count of the instructions in it."""
         try:
             get_props = vk.vkGetDeviceProcAddr(self.device, "vkGetPipelineExecutablePropertiesKHR")
             get_stats = vk.vkGetDeviceProcAddr(self.device, "vkGetPipelineExecutableStatisticsKHR")
@@ -229,9 +249,37 @@ class VulkanDevice:
                                                else v.u64 if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR
                                                else v.f64)
                 out[name] = values
+                for rep_name, text in self._representations(pipeline, i):
+                    values[f"instructions ({rep_name})"] = instruction_counts(text)
+                    dump = os.environ.get("PEAKBENCH_DUMP_DIR")
+                    if dump:
+                        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{label}-{name}-{rep_name}")
+                        Path(dump).mkdir(parents=True, exist_ok=True)
+                        (Path(dump) / f"{safe}.txt").write_text(text)
             return out
         except Exception as e:  # evidence is best effort; the measurement does not depend on it
             return {"error": f"{type(e).__name__}: {e}"}
+
+    def _representations(self, pipeline, index: int) -> list[tuple[str, str]]:
+        """Text internal representations of one executable (the package's wrapper skips the
+        third call that fills pData, so the entry point is called directly)."""
+        name = b"vkGetPipelineExecutableInternalRepresentationsKHR"
+        fn = ffi.cast("PFN_vkGetPipelineExecutableInternalRepresentationsKHR",
+                      vk_lib.vkGetDeviceProcAddr(self.device, name))
+        info = _new("VkPipelineExecutableInfoKHR", vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR)
+        info.pipeline, info.executableIndex = pipeline, index
+        count = ffi.new("uint32_t*")
+        fn(self.device, info, count, ffi.NULL)
+        reps = ffi.new("VkPipelineExecutableInternalRepresentationKHR[]", count[0])
+        for r in reps:
+            r.sType = vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR
+        fn(self.device, info, count, reps)
+        data = [ffi.new("char[]", r.dataSize) for r in reps]
+        for r, d in zip(reps, data):
+            r.pData = d
+        fn(self.device, info, count, reps)
+        return [(_string(r.name), ffi.string(d).decode(errors="replace"))
+                for r, d in zip(reps, data) if r.isText]
 
     # -- submission ------------------------------------------------------------------------
     def _submit(self, record) -> None:

@@ -92,7 +92,7 @@ class AluWorkload:
         self.out_dtype = ref.DTYPES[test.dtype]
         self.out_lanes = 1 if test.kernel == "bf16dot" else variant.width
         data = self.inputs.buffer()
-        self.pipeline = dev.pipeline(code, bindings=2, local_size=local)
+        self.pipeline = dev.pipeline(code, bindings=2, local_size=local, label=f"{test.name}-{variant.name}")
         self.inp = dev.buffer(len(data))
         self.out = dev.buffer(self.threads * self.out_lanes * np.dtype(self.out_dtype).itemsize)
         dev.upload(self.inp, data)
