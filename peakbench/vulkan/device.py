@@ -93,6 +93,7 @@ class VulkanDevice:
         f12.storageBuffer8BitAccess = f["storageBuffer8BitAccess"]
         f13 = _new("VkPhysicalDeviceVulkan13Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES)
         f13.shaderIntegerDotProduct = f["shaderIntegerDotProduct"]
+        f13.maintenance4 = f["maintenance4"]
         chain, extensions = [f2, f11, f12, f13], []
         if self.caps.has("shaderBFloat16Type"):
             bf16 = ffi.new("uint32_t[8]")

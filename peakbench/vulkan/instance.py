@@ -98,6 +98,7 @@ def probe_features(pd, extensions: set) -> dict:
         "shaderFloat16": f12.shaderFloat16, "shaderInt8": f12.shaderInt8,
         "storageBuffer8BitAccess": f12.storageBuffer8BitAccess,
         "shaderIntegerDotProduct": f13.shaderIntegerDotProduct,
+        "maintenance4": f13.maintenance4,   # glslang's SPIR-V 1.6 uses LocalSizeId
         "shaderBFloat16Type": bool(bf16 and bf16[4]), "shaderBFloat16DotProduct": bool(bf16 and bf16[5]),
         "shaderBFloat16CooperativeMatrix": bool(bf16 and bf16[6]),
         "pipelineExecutableInfo": bool(exe and exe.pipelineExecutableInfo),
