@@ -3,7 +3,8 @@
 Per thread `gid`, accumulator k (0..A-1) starts at seeds[(gid*A + k) % SEEDS] (a width-lane row)
 and takes `steps` = iterations*unroll steps; the thread stores the sum over k of its accumulators
 (lanes kept apart; k ascending). The step of each family:
-  fma      x = fma(x, b, c) for floats, x*x + c (wrapping) for integers (b unused)
+  fma      x = fma(x, b, c) for floats; integers wrap, x*x + c ("square", the default)
+           or x*b + c ("affine")
   dot4x8   x = x + dot(int8x4(x), int8x4(b)) per 32-bit word, wrapping
   bf16dot  v = (dot(v, M[0]), ..., dot(v, M[n-1])) rounded to bfloat16; stored as the f32 sum
 The numbers are chosen so the reference is exact where it can be: b = 0.9375 has four significant
@@ -43,10 +44,10 @@ def make_inputs(kernel: str, dtype: str, width: int) -> AluInputs:
         params = np.array([[0.9375] * width, [0.125] * width], dtype=t)
     elif kernel == "fma" and dtype == "int32":
         seeds = ((i * 2654435761) % 2**32).astype(np.uint32).view(np.int32)
-        params = np.array([[0] * width, [1013904223] * width], dtype=np.int32)
+        params = np.array([[1664525] * width, [1013904223] * width], dtype=np.int32)
     elif kernel == "fma" and dtype == "int16":
         seeds = ((i * 40503) % 2**16).astype(np.uint16).view(np.int16)
-        params = np.array([[0] * width, [13849] * width], dtype=np.int16)
+        params = np.array([[25173] * width, [13849] * width], dtype=np.int16)
     elif kernel == "dot4x8":
         seeds = ((i * 2654435761 + 12345) % 2**32).astype(np.uint32).view(np.int32)
         params = np.array([[0x05FD03FE + 0x01010101 * j for j in range(width)]],
@@ -78,7 +79,7 @@ def _wrap(x: np.ndarray, bits: int, dtype) -> np.ndarray:
 
 
 def reference(kernel: str, dtype: str, inputs: AluInputs, accumulators: int, steps: int,
-              thread_ids: np.ndarray) -> np.ndarray:
+              thread_ids: np.ndarray, form: str = "") -> np.ndarray:
     """The per-thread stored value, shape (len(thread_ids), width), as each kernel computes it."""
     rows = (thread_ids[:, None] * accumulators + np.arange(accumulators)) % SEEDS
     x = inputs.seeds[rows]                                   # (threads, A, width)
@@ -90,10 +91,10 @@ def reference(kernel: str, dtype: str, inputs: AluInputs, accumulators: int, ste
         return _sum(x, t)
     if kernel == "fma":
         bits = 32 if dtype == "int32" else 16
-        c = inputs.params[1].astype(np.int64)
+        b, c = (p.astype(np.int64) for p in inputs.params)
         x = x.astype(np.int64)
         for _ in range(steps):
-            x = (x * x + c) % (1 << bits)
+            x = (x * (b if form == "affine" else x) + c) % (1 << bits)
         return _wrap(x.sum(axis=1), bits, DTYPES[dtype])
     if kernel == "dot4x8":
         x = x.astype(np.int64)

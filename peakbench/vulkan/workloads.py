@@ -70,7 +70,7 @@ def kernel_source(test: TestSpec, v: Variant) -> tuple[str, dict]:
     common = {"ACC": test.accumulators, "UNROLL": v.unroll}
     if test.kernel == "fma":
         return "alu_fma.comp", {**common, "T": GLSL_TYPES[(test.dtype, v.width)],
-                                "IS_FLOAT": int(test.dtype.startswith("fp"))}
+                                "IS_FLOAT": int(test.dtype.startswith("fp")), "AFFINE": int(v.form == "affine")}
     if test.kernel in ("dot4x8", "bf16dot"):
         return f"alu_{test.kernel}.spvasm", {**common, "WIDTH": v.width, "PARAMS_OFFSET": 256 * v.width,
                                              "CONSTANTS": max(test.accumulators, v.width)}
@@ -100,7 +100,7 @@ class AluWorkload:
         self.params = {"variant": variant.name, "shader": shader, "workgroup_size": local,
                        "workgroups": self.groups, "threads": self.threads,
                        "accumulators": test.accumulators, "unroll": variant.unroll, "width": variant.width,
-                       "ops_per_step": variant.ops_per_step}
+                       "ops_per_step": variant.ops_per_step, "form": variant.form or None}
         self.evidence = {"pipeline_statistics": self.pipeline.statistics} if self.pipeline.statistics else {}
         if test.kernel == "dot4x8":
             self.evidence["integer_dot_product_properties"] = dev.caps.dot_product
@@ -121,7 +121,7 @@ class AluWorkload:
             return f"{int(np.isnan(got).any(axis=1).sum())} of {self.threads} threads wrote no result"
         ids = np.unique(np.linspace(0, self.threads - 1, min(VERIFY_THREADS, self.threads)).astype(np.int64))
         want = ref.reference(self.test.kernel, self.test.dtype, self.inputs, self.test.accumulators,
-                             self.variant.unroll, ids)
+                             self.variant.unroll, ids, self.variant.form)
         return ref.compare(self.test.kernel, self.test.dtype, got[ids], want)
 
     def close(self) -> None:
