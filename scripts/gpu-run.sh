@@ -20,4 +20,5 @@ rc=$?
 echo "peakbench exit $rc, $(( $(date +%s) - start )) s"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu,clocks_event_reasons.active --format=csv > "$OUT/smi_after.csv" 2>&1
 cat "$OUT/smi_before.csv" "$OUT/smi_after.csv"
-[ -d /tmp/peakbench-ir ] && tar czf "$OUT/internal-representations.tgz" -C /tmp peakbench-ir
+if [ -d /tmp/peakbench-ir ]; then tar czf "$OUT/internal-representations.tgz" -C /tmp peakbench-ir; fi
+exit $rc
