@@ -90,5 +90,8 @@ def load(name: str) -> Backend:
         if e.name != f"peakbench.{name}":
             raise
         raise BackendUnavailable(f"{name} backend: not part of this peakbench release yet") from None
-    return module.create()
+    create = getattr(module, "create", None)
+    if create is None:   # a leftover folder imports as an empty namespace package
+        raise BackendUnavailable(f"{name} backend: not part of this peakbench release yet")
+    return create()
 

@@ -16,7 +16,7 @@ from peakbench.harness.runner import Settings
 from peakbench.harness.session import run_test, with_spec
 from peakbench.report import compare as compare_mod
 from peakbench.report import render
-from peakbench.report.result import (ResultFileError, Run, check_writable, document, load_json,
+from peakbench.report.result import (Result, ResultFileError, Run, check_writable, document, load_json,
                                      new_document, save_json, write_atomic)
 from peakbench.specs import SpecError, load_database, match, resolve, find
 
@@ -181,7 +181,15 @@ def cmd_run(args) -> int:
             runs.append(run)
             progress(f"[{backend.name}:{index}] {info.name} ({info.driver}); "
                      f"spec: {spec.name if spec else 'none matched'}")
-            device = backend.open(index)
+            try:
+                device = backend.open(index)
+            except Exception as e:   # the device cannot be opened: its tests fail, the run goes on
+                failed = True
+                reason = f"cannot open the device: {type(e).__name__}: {e}"
+                progress(f"  {reason}")
+                run.results += [Result(t.name, "failed", t.unit, reason=reason) for t in tests]
+                save()
+                continue
             try:
                 for test in tests:
                     progress(f"[{backend.name}:{index}] {test.name} ...")

@@ -2,13 +2,13 @@
 // Vector-ALU peak, kernel family "fma" (peakbench/catalog/compute.py).
 // Each thread advances ACC independent chains of type T, UNROLL steps per loop iteration:
 //   ops per thread = iterations * UNROLL * ACC * 2 * lanes(T)        (an FMA is 2 ops per lane)
-// Floats step x = fma(x, b, c). Integers step x = x * x + c by default: an affine integer step
-// could in principle be folded by a compiler into one multiply-add per UNROLL steps (wrapping
-// arithmetic is a ring), the square cannot. AFFINE=1 selects x * b + c, which NVIDIA's driver
-// runs at the full IMAD rate on 16-bit integers where the square does not (PERFORMANCE_ANALYSIS.md);
-// a folded chain would show as a rate above the ALU's peak. b, c and the seeds come from a buffer
-// so nothing is a compile-time constant, and every chain feeds the stored sum.
-// Defines: T, IS_FLOAT, AFFINE, ACC, UNROLL.
+// Floats step x = fma(x, b, c), integers x = x * b + c. b, c and the seeds come from a buffer so
+// nothing is a compile-time constant, and every accumulator is stored, so no step can be dropped.
+// (A compiler could in principle compose UNROLL integer steps into one multiply-add, since
+// wrapping arithmetic is a ring; such a kernel would report more than the ALU's peak. x * x + c
+// cannot be composed, but it forgets its seed within a few steps, so a check of the output could
+// not tell whether the steps ran, and NVIDIA runs it 19% slower on int16: see
+// PERFORMANCE_ANALYSIS.md.) Defines: T, IS_FLOAT, ACC, UNROLL.
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 #extension GL_EXT_control_flow_attributes : require
 
@@ -27,15 +27,11 @@ void main() {
             [[unroll]] for (uint k = 0; k < ACC; k++) {
 #if IS_FLOAT
                 acc[k] = fma(acc[k], b_, c_);
-#elif AFFINE
-                acc[k] = acc[k] * b_ + c_;
 #else
-                acc[k] = acc[k] * acc[k] + c_;
+                acc[k] = acc[k] * b_ + c_;
 #endif
             }
         }
     }
-    T sum = acc[0];
-    [[unroll]] for (uint k = 1; k < ACC; k++) sum += acc[k];
-    result[gid] = sum;
+    [[unroll]] for (uint k = 0; k < ACC; k++) result[gid * ACC + k] = acc[k];
 }

@@ -18,7 +18,6 @@ class Variant:
     ops_per_step: int = 2     # ops one accumulator does per step (FMA on a scalar = 2)
     unroll: int = 16          # steps per loop iteration: loop overhead is amortized over
                               # unroll * accumulators steps, code size grows with it
-    form: str = ""            # the step's formulation where a family has more than one
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,8 @@ instructions under one percent of the work:
     ops per thread = iterations * unroll * accumulators * ops_per_step
 
 ops_per_step per kernel family (DESIGN.md op counting):
-  fma      x = fma(x, b, c) on a width-lane vector: 2 ops per lane (a packed f16x2 FMA = 4).
-           Integers step x = x*x + c ("square", which no compiler can fold across steps) or
-           x = x*b + c ("affine"), 2 ops per lane either way; see shaders/alu_fma.comp.
+  fma      x = fma(x, b, c) on a width-lane vector: 2 ops per lane (a packed f16x2 FMA = 4);
+           integers x = x*b + c, likewise 2 ops per lane.
   dot4x8   x = x + dot(bytes(x), bytes(b)) on packed 4x8-bit words: 8 ops per word.
   bf16dot  v = (dot(v, m0), dot(v, m1), ...) on an n-lane bfloat16 vector: each dot is n multiplies
            and n-1 adds, so n * (2n - 1) ops per step; no accumulate is folded in.
@@ -18,8 +17,8 @@ ops_per_step per kernel family (DESIGN.md op counting):
 from peakbench.catalog import TestSpec, Variant
 
 
-def fma(width: int, unroll: int, form: str = "") -> Variant:
-    return Variant(f"x{width}u{unroll}{'-' + form if form else ''}", width, 2 * width, unroll, form)
+def fma(width: int, unroll: int) -> Variant:
+    return Variant(f"x{width}u{unroll}", width, 2 * width, unroll)
 
 
 def dot4x8(words: int, unroll: int) -> Variant:
@@ -48,8 +47,7 @@ TESTS = (
     _alu("compute.bf16", "TFLOPS", "bf16dot", "bf16", [bf16dot(2, 32), bf16dot(4, 16)],
          "BF16 through the native bfloat16 dot product"),
     _alu("compute.int32", "TOPS", "fma", "int32", [fma(1, 64), fma(4, 16)], "INT32 multiply-add"),
-    _alu("compute.int16", "TOPS", "fma", "int16",
-         [fma(1, 64, "affine"), fma(1, 64, "square"), fma(2, 32, "affine")], "INT16 multiply-add"),
+    _alu("compute.int16", "TOPS", "fma", "int16", [fma(1, 64), fma(2, 32)], "INT16 multiply-add"),
     _alu("compute.int8", "TOPS", "dot4x8", "int8", [dot4x8(1, 64), dot4x8(4, 16)],
          "INT8 4x8-bit dot product with 32-bit accumulate"),
     _no_kernel("compute.fp8_e4m3", "TFLOPS", "FP8 E4M3 vector arithmetic"),

@@ -46,6 +46,8 @@ def calibrate(run: Callable[[int], float], settings: Settings) -> tuple[int, flo
     """The smallest power-of-two size whose launch takes at least sample_s (or max_size)."""
     size, seconds = 1, run(1)
     while seconds < settings.sample_s and size < settings.max_size:
+        if seconds <= 0:
+            raise RuntimeError(f"the GPU timer read {seconds} s for a launch of size {size}")
         # Jump close to the target once the time is well above timer noise.
         grow = 2 if seconds < 1e-4 else min(16, max(2, int(settings.sample_s / seconds)))
         size = min(settings.max_size, size * (1 << (grow.bit_length() - 1)))
@@ -64,6 +66,8 @@ def measure(workload, unit: str, settings: Settings, started: float,
     t0 = time.perf_counter()
     while len(rates) < settings.max_samples:
         seconds = workload.run(size)
+        if seconds <= 0:
+            raise RuntimeError(f"the GPU timer read {seconds} s for a launch of size {size}")
         clocks.append(clock())
         rates.append(workload.work(size) / seconds / scale)
         if len(rates) >= settings.min_samples and (

@@ -11,7 +11,8 @@ from typing import Callable
 from peakbench.backend import Unsupported
 from peakbench.catalog import TestSpec
 from peakbench.harness.runner import Settings, VariantResult, measure
-from peakbench.report.result import Result
+from peakbench.harness.stats import round_significant
+from peakbench.report.result import CATEGORIES, Result
 from peakbench.specs import GpuSpec
 
 
@@ -33,10 +34,19 @@ def with_spec(result: Result, spec: GpuSpec | None) -> Result:
     return result
 
 
+def unsupported(test: TestSpec, reason: str) -> Result:
+    """An unsupported result; a reason without its [category] is a backend bug, reported failed."""
+    if reason.startswith(CATEGORIES):
+        return Result(test.name, "unsupported", test.unit, reason=reason)
+    return Result(test.name, "failed", test.unit, reason=f"unsupported without a category: {reason}")
+
+
 def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str], None]) -> Result:
     reason = device.support(test)
     if reason:
-        return Result(test.name, "unsupported", test.unit, reason=reason)
+        return unsupported(test, reason)
+    if not test.variants:
+        return Result(test.name, "failed", test.unit, reason="the backend offered no variant to run")
     variants: list[VariantResult] = []
     started = time.perf_counter()     # sustained load begins with the first variant's calibration
     for variant in test.variants:
@@ -54,7 +64,7 @@ def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str
                      f" (spread {v.summary.spread_pct:.1f}%, {v.summary.samples} samples"
                      f"{f', {v.clock_mhz:.0f} MHz' if v.clock_mhz else ''})")
         except Unsupported as e:
-            return Result(test.name, "unsupported", test.unit, reason=str(e))
+            return unsupported(test, str(e))
         except Exception as e:
             return Result(test.name, "failed", test.unit, reason=f"variant {variant.name}: {_reason(e)}")
         finally:
@@ -69,6 +79,6 @@ def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str
     params["size"] = best.size
     params["variants"] = {v.name: {"median": round(v.summary.median, 4), "spread_pct": round(v.summary.spread_pct, 2),
                                    "clock_mhz": v.clock_mhz} for v in variants}
-    return Result(test.name, "ok", test.unit, value=round(best.summary.median, 4),
+    return Result(test.name, "ok", test.unit, value=round_significant(best.summary.median, 4),
                   stats=best.summary.as_json(), clock_mhz=best.clock_mhz, params=params,
                   evidence=best.evidence)

@@ -31,8 +31,9 @@ class Summary:
     spread_pct: float    # (max - min) / median, in percent
 
     def as_json(self, digits: int = 4) -> dict:
-        return {"median": _round(self.median, digits), "min": _round(self.min, digits),
-                "max": _round(self.max, digits), "samples": self.samples,
+        return {"median": round_significant(self.median, digits),
+                "min": round_significant(self.min, digits),
+                "max": round_significant(self.max, digits), "samples": self.samples,
                 "spread_pct": round(self.spread_pct, 2)}
 
 
@@ -42,7 +43,7 @@ def summarize(values: list[float]) -> Summary:
     return Summary(m, lo, hi, len(values), (hi - lo) / m * 100 if m else 0.0)
 
 
-def _round(x: float, digits: int) -> float:
+def round_significant(x: float, digits: int) -> float:
     """Round to significant digits so JSON stays readable without losing precision that matters."""
     if x == 0 or not math.isfinite(x):
         return x

@@ -72,6 +72,8 @@ def document(runs: list[Run], base: dict | None = None) -> dict:
 def check_writable(path: str | Path) -> None:
     """Fail before any test runs when the result file could not be written."""
     folder = Path(path).resolve().parent
+    if Path(path).is_dir():
+        raise ResultFileError(f"cannot write {path}: it is a folder")
     if not folder.is_dir():
         raise ResultFileError(f"cannot write {path}: folder {folder} does not exist")
     if not os.access(folder, os.W_OK) or (Path(path).exists() and not os.access(path, os.W_OK)):

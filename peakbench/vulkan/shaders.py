@@ -67,32 +67,41 @@ def _run(args: list[str], what: str = "") -> str:
     return p.stdout
 
 
+def _substitute(line: str, env: dict, number: int) -> str:
+    try:
+        return Template(line).substitute(env)
+    except (KeyError, ValueError) as e:
+        raise ShaderError(f"template line {number}: no setting for {e}: {line.strip()}") from None
+
+
 def expand(template: str, settings: dict) -> str:
     """Expand `; repeat VAR COUNT` ... `; end` blocks, then substitute ${NAME}."""
     lines = template.splitlines()
 
-    def block(i: int, env: dict) -> tuple[list[str], int]:
+    def block(i: int, env: dict, depth: int) -> tuple[list[str], int]:
         out = []
         while i < len(lines):
             line = lines[i]
             m = re.match(r"\s*;\s*repeat\s+(\w+)\s+(\S+)\s*$", line)
             if m:
-                var, count = m.group(1), int(Template(m.group(2)).substitute(env))
+                var, count = m.group(1), int(_substitute(m.group(2), env, i + 1))
                 end = i + 1
-                for n in range(count):
-                    body, end = block(i + 1, {**env, var: str(n)})
-                    out += body
-                if count == 0:
-                    _, end = block(i + 1, {**env, var: "0"})
+                for n in range(max(count, 1)):
+                    body, end = block(i + 1, {**env, var: str(n)}, depth + 1)
+                    out += body if count else []
                 i = end + 1
             elif re.match(r"\s*;\s*end\s*$", line):
+                if depth == 0:
+                    raise ShaderError(f"template line {i + 1}: '; end' without '; repeat'")
                 return out, i
             else:
-                out.append(Template(line).substitute(env))
+                out.append(_substitute(line, env, i + 1))
                 i += 1
+        if depth:
+            raise ShaderError("template: '; repeat' without '; end'")
         return out, i
 
-    return "\n".join(block(0, {k: str(v) for k, v in settings.items()})[0]) + "\n"
+    return "\n".join(block(0, {k: str(v) for k, v in settings.items()}, 0)[0]) + "\n"
 
 
 def source_text(name: str, settings: dict) -> str:

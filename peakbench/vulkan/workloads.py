@@ -70,7 +70,7 @@ def kernel_source(test: TestSpec, v: Variant) -> tuple[str, dict]:
     common = {"ACC": test.accumulators, "UNROLL": v.unroll}
     if test.kernel == "fma":
         return "alu_fma.comp", {**common, "T": GLSL_TYPES[(test.dtype, v.width)],
-                                "IS_FLOAT": int(test.dtype.startswith("fp")), "AFFINE": int(v.form == "affine")}
+                                "IS_FLOAT": int(test.dtype.startswith("fp"))}
     if test.kernel in ("dot4x8", "bf16dot"):
         return f"alu_{test.kernel}.spvasm", {**common, "WIDTH": v.width, "PARAMS_OFFSET": 256 * v.width,
                                              "CONSTANTS": max(test.accumulators, v.width)}
@@ -90,17 +90,17 @@ class AluWorkload:
         self.threads = self.groups * local
         self.inputs = ref.make_inputs(test.kernel, test.dtype, variant.width)
         self.out_dtype = ref.DTYPES[test.dtype]
-        self.out_lanes = 1 if test.kernel == "bf16dot" else variant.width
+        self.out_shape = (test.accumulators, variant.width)
         data = self.inputs.buffer()
         self.pipeline = dev.pipeline(code, bindings=2, local_size=local, label=f"{test.name}-{variant.name}")
         self.inp = dev.buffer(len(data))
-        self.out = dev.buffer(self.threads * self.out_lanes * np.dtype(self.out_dtype).itemsize)
+        self.out = dev.buffer(self.threads * int(np.prod(self.out_shape)) * np.dtype(self.out_dtype).itemsize)
         dev.upload(self.inp, data)
         dev.bind(self.pipeline, [self.out, self.inp])
         self.params = {"variant": variant.name, "shader": shader, "workgroup_size": local,
                        "workgroups": self.groups, "threads": self.threads,
                        "accumulators": test.accumulators, "unroll": variant.unroll, "width": variant.width,
-                       "ops_per_step": variant.ops_per_step, "form": variant.form or None}
+                       "ops_per_step": variant.ops_per_step}
         self.evidence = {"pipeline_statistics": self.pipeline.statistics} if self.pipeline.statistics else {}
         if test.kernel == "dot4x8":
             self.evidence["integer_dot_product_properties"] = dev.caps.dot_product
@@ -112,16 +112,17 @@ class AluWorkload:
         return float(self.threads) * size * self.variant.unroll * self.test.accumulators * self.variant.ops_per_step
 
     def verify(self) -> str | None:
-        """One loop iteration on the full grid, output poisoned first, recomputed on the host."""
+        """One loop iteration on the full grid, output poisoned first, recomputed on the host
+        (exactly, except float64 and bfloat16: alu_reference.TOLERANCE)."""
         self.dev.fill(self.out, 0xFFFFFFFF)      # NaN for floats, -1 for integers
         self.run(1)
         got = np.frombuffer(self.dev.download(self.out), dtype=self.out_dtype)
-        got = got.reshape(self.threads, self.out_lanes)
+        got = got.reshape(self.threads, *self.out_shape)
         if got.dtype.kind == "f" and np.isnan(got).any():
-            return f"{int(np.isnan(got).any(axis=1).sum())} of {self.threads} threads wrote no result"
+            return f"{int(np.isnan(got).any(axis=(1, 2)).sum())} of {self.threads} threads wrote no result"
         ids = np.unique(np.linspace(0, self.threads - 1, min(VERIFY_THREADS, self.threads)).astype(np.int64))
         want = ref.reference(self.test.kernel, self.test.dtype, self.inputs, self.test.accumulators,
-                             self.variant.unroll, ids, self.variant.form)
+                             self.variant.unroll, ids)
         return ref.compare(self.test.kernel, self.test.dtype, got[ids], want)
 
     def close(self) -> None:
