@@ -1,0 +1,63 @@
+"""The test catalog: names from DESIGN.md, op counts from its "Op counting" rules, glob selection."""
+from __future__ import annotations
+
+import pytest
+
+from peakbench.catalog import default_catalog
+
+CATALOG = default_catalog()
+COMPUTE = ["compute.fp64", "compute.fp32", "compute.fp16", "compute.bf16", "compute.int32",
+           "compute.int16", "compute.int8", "compute.fp8_e4m3", "compute.fp8_e5m2", "compute.int4", "compute.fp4"]
+ALU = [t for t in CATALOG.tests if t.kernel]
+
+
+def test_compute_family_is_the_design_list_in_order():
+    assert [n for n in CATALOG.names() if n.startswith("compute.")] == COMPUTE
+
+
+def test_names_and_units():
+    for t in CATALOG.tests:
+        assert t.name == t.name.lower() and t.family in ("compute", "matrix", "memory", "latency", "launch")
+        assert t.unit in ("TFLOPS", "TOPS", "GB/s", "ns", "us")
+        if t.family == "compute":
+            assert t.unit == ("TOPS" if t.dtype.startswith("int") or ".int" in t.name else "TFLOPS"), t.name
+    assert len(set(CATALOG.names())) == len(CATALOG.names())
+
+
+@pytest.mark.parametrize("test", ALU, ids=[t.name for t in ALU])
+def test_op_counts_follow_design(test):
+    """FMA = 2 ops per lane, a packed 2-lane FMA = 4, a 4x8-bit dot-accumulate = 8, a dot of n
+    lanes = n multiplies + n - 1 adds."""
+    assert test.variants and len({v.name for v in test.variants}) == len(test.variants)
+    for v in test.variants:
+        want = {"fma": 2 * v.width, "dot4x8": 8 * v.width, "bf16dot": v.width * (2 * v.width - 1)}[test.kernel]
+        assert v.ops_per_step == want, v.name
+        assert v.unroll >= 8 and test.accumulators >= 4
+    if test.name == "compute.fp16":
+        assert all(v.width % 2 == 0 for v in test.variants), "fp16 is measured packed (2 lanes per instruction)"
+
+
+def test_types_without_a_vector_path_have_no_kernel():
+    for name in ("compute.fp8_e4m3", "compute.fp8_e5m2", "compute.int4", "compute.fp4"):
+        t = CATALOG.get(name)
+        assert t.kernel == "" and t.variants == ()
+
+
+@pytest.mark.parametrize("patterns, want", [
+    (None, COMPUTE),
+    ([], COMPUTE),
+    (["compute.fp32"], ["compute.fp32"]),
+    (["compute.fp8_*"], ["compute.fp8_e4m3", "compute.fp8_e5m2"]),
+    (["compute.int*", "compute.fp64"], ["compute.fp64", "compute.int32", "compute.int16", "compute.int8",
+                                         "compute.int4"]),        # catalog order, not pattern order
+    (["Compute.FP32"], []),                                        # case-sensitive
+    (["nomatch.*"], []),
+])
+def test_select(patterns, want):
+    got = [t.name for t in CATALOG.select(patterns)]
+    assert [n for n in got if n.startswith("compute.")] == want
+
+
+def test_get_unknown_raises():
+    with pytest.raises(KeyError):
+        CATALOG.get("compute.fp128")

@@ -1,0 +1,317 @@
+"""The command line: exit codes and one-line errors, the formats it writes, and a real quick run on
+the Vulkan device (lavapipe here). Most runs use the fake driver through a patched backend loader,
+so they take milliseconds; the subprocess runs check what a user actually sees."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+
+import pytest
+
+from fakes import FakeBackend, FakeDevice, FakeWorkload, fake_info
+from helpers import run_peakbench
+from peakbench import cli
+from peakbench.backend import BackendUnavailable
+from peakbench.harness.runner import Settings
+from peakbench.report.result import SCHEMA, ResultFileError, load_json, new_document, save_json
+
+RESULT_FIELDS = {"test", "status", "value", "unit", "spec_value", "pct_of_spec", "reason", "stats",
+                 "clock_mhz", "params", "evidence", "series"}
+STATS_FIELDS = {"median", "min", "max", "samples", "spread_pct"}
+DEVICE_FIELDS = {"index", "name", "vendor_id", "device_id", "driver", "api", "uuid"}
+
+
+def cli_main(capsys, *args: str) -> tuple[int, str, str]:
+    code = cli.main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_usage_error(code: int, out: str, err: str, *names: str) -> None:
+    assert code == 2
+    assert "Traceback" not in err and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("peakbench: error: "), err
+    for name in names:
+        assert name in lines[0]
+
+
+# -- the fake driver behind the CLI ----------------------------------------------------------
+
+class TinySettings(Settings):
+    @classmethod
+    def quick(cls) -> Settings:
+        return Settings(sample_s=1e-3, warmup_s=0.0, min_samples=3, max_samples=4, budget_s=0.5)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """Replace the backend loader: `fake.devices` are what `vulkan` opens; loading any other backend
+    is unavailable. `fake.loaded` lists the backends asked for."""
+    state = type("State", (), {})()
+    state.devices = [FakeDevice(unsupported={"compute.int4": "[api] no 4-bit integer type"}, clock_mhz=1980.0)]
+    state.loaded, state.backends = [], []
+
+    def load(name):
+        state.loaded.append(name)
+        if name != "vulkan":
+            raise BackendUnavailable(f"{name} backend: not installed here")
+        backend = FakeBackend(state.devices)
+        state.backends.append(backend)
+        return backend
+
+    monkeypatch.setattr(cli, "load", load)
+    monkeypatch.setattr(cli, "Settings", TinySettings)
+    return state
+
+
+@pytest.fixture
+def files(tmp_path):
+    return {k: tmp_path / f"result.{k}" for k in ("json", "csv", "md")}
+
+
+def run_fake(capsys, files, *args):
+    return cli_main(capsys, "--backend", "vulkan", "--quick", "--json", str(files["json"]),
+                    "--csv", str(files["csv"]), "--markdown", str(files["md"]), *args)
+
+
+def test_fake_run_reports_ok_failed_and_unsupported(capsys, fake, files):
+    fake.devices[0].plan["compute.int8"] = lambda t, v: FakeWorkload(problem="2 of 512 values differ")
+    code, out, err = run_fake(capsys, files, "--tests", "compute.fp32,compute.int8,compute.int4",
+                              "--spec", "NVIDIA H200 SXM")
+    assert code == 1, "a failed test makes the exit status 1"
+    doc = load_json(files["json"])
+    (run,) = doc["runs"]
+    by_test = {r["test"]: r for r in run["results"]}
+    assert list(by_test) == ["compute.fp32", "compute.int8", "compute.int4"]      # catalog order
+    fp32, int8, int4 = by_test.values()
+    assert fp32["status"] == "ok" and fp32["value"] == pytest.approx(4.0)         # widest variant wins
+    assert fp32["spec_value"] == 66.9 and fp32["pct_of_spec"] == round(400 / 66.9, 1)
+    assert fp32["pct_of_clock_peak"] == fp32["pct_of_spec"]                       # measured at 1980 MHz
+    assert int8["status"] == "failed" and int8["reason"] == "variant x1u64: 2 of 512 values differ"
+    assert int4["status"] == "unsupported" and int4["reason"] == "[api] no 4-bit integer type"
+    assert run["spec"]["name"] == "NVIDIA H200 SXM"
+    # The same rows in every format.
+    rows = list(csv.DictReader(io.StringIO(files["csv"].read_text())))
+    assert [(r["test"], r["status"]) for r in rows] == [("compute.fp32", "ok"), ("compute.int8", "failed"),
+                                                        ("compute.int4", "unsupported")]
+    assert float(rows[0]["value"]) == fp32["value"] and rows[0]["device"] == "Fake GPU 9000"
+    md = files["md"].read_text()
+    assert "Fake GPU 9000" in md and re.search(r"\| compute\.int8 .*failed: variant x1u64", md)
+    assert "compute.fp32" in out and "unsupported: [api] no 4-bit integer type" in out
+    assert "compute.int8: failed: variant x1u64" in err
+    assert fake.devices[0].closed and all(b.closed for b in fake.backends)
+
+
+def test_json_is_written_after_each_test(capsys, fake, files):
+    seen = []
+
+    def snapshot(test, variant):
+        seen.append(load_json(files["json"]))      # the file as it is while the second test starts
+        return FakeWorkload()
+
+    fake.devices[0].plan["compute.int32"] = snapshot
+    code, _, _ = run_fake(capsys, files, "--tests", "compute.fp32,compute.int32")
+    assert code == 0
+    assert [r["test"] for r in seen[0]["runs"][0]["results"]] == ["compute.fp32"]
+    assert [r["test"] for r in load_json(files["json"])["runs"][0]["results"]] == ["compute.fp32", "compute.int32"]
+    assert sorted(p.name for p in files["json"].parent.iterdir()) == ["result.csv", "result.json", "result.md"]
+
+
+def test_interrupt_keeps_what_was_measured(capsys, fake, files):
+    def interrupt(test, variant):
+        raise KeyboardInterrupt
+
+    fake.devices[0].plan["compute.int32"] = interrupt
+    code, _, err = run_fake(capsys, files, "--tests", "compute.fp32,compute.int32,compute.int16")
+    assert code == 1 and "interrupted" in err
+    results = load_json(files["json"])["runs"][0]["results"]
+    assert [(r["test"], r["status"]) for r in results] == [("compute.fp32", "ok")]
+    assert fake.devices[0].closed
+
+
+def test_all_devices_and_missing_backends_of_all(capsys, fake, files):
+    fake.devices.append(FakeDevice(info=fake_info(1, "Fake GPU 2")))
+    code, _, err = cli_main(capsys, "--backend", "all", "--device", "all", "--quick", "--tests", "compute.fp32",
+                            "--json", str(files["json"]))
+    assert code == 0
+    assert fake.loaded == ["vulkan", "cuda", "rocm"]
+    assert "note: cuda backend: not installed here" in err
+    runs = load_json(files["json"])["runs"]
+    assert [r["device"]["name"] for r in runs] == ["Fake GPU 9000", "Fake GPU 2"]
+    assert set(runs[0]["device"]) >= DEVICE_FIELDS
+    assert runs[0]["spec"] is None and runs[0]["results"][0]["pct_of_spec"] is None
+
+
+# -- usage errors: exit 2, one line, no traceback --------------------------------------------
+
+@pytest.fixture
+def bad_files(tmp_path):
+    (tmp_path / "bad.toml").write_text("[[gpu]\nname = 'unterminated\n")
+    (tmp_path / "other.json").write_text(json.dumps({"schema": "someone.else/2", "runs": []}))
+    (tmp_path / "garbage.json").write_text("{not json")
+    return tmp_path
+
+
+@pytest.mark.parametrize("args, names", [
+    (["--backend", "nosuch"], ["nosuch"]),
+    (["--backend", "vulkan,metal"], ["metal"]),
+    (["--tests", "nomatch.*"], ["nomatch.*"]),
+    (["--json", "/nonexistent/dir/x.json"], ["/nonexistent/dir/x.json"]),
+    (["--csv", "/nonexistent/dir/x.csv"], ["/nonexistent/dir/x.csv"]),
+    (["--spec", "{dir}/bad.toml"], ["bad.toml"]),
+    (["--spec", "Voodoo 5 6000"], ["Voodoo 5 6000"]),
+    (["--no-such-option"], ["--no-such-option"]),
+    (["compare", "{dir}/other.json"], ["other.json", "peakbench result"]),
+    (["compare", "{dir}/garbage.json"], ["garbage.json"]),
+    (["compare", "{dir}/absent.json"], ["absent.json"]),
+    (["compare"], []),
+    (["specs", "Voodoo"], ["Voodoo"]),
+    (["specs", "H200"], ["ambiguous"]),
+])
+def test_usage_errors_before_any_device_work(capsys, fake, bad_files, args, names):
+    args = [a.format(dir=bad_files) for a in args]
+    code, out, err = cli_main(capsys, *args)
+    assert_usage_error(code, out, err, *names)
+    assert fake.loaded == [], "no backend is opened for a usage error"
+
+
+def test_a_named_backend_that_is_unavailable_is_an_error(capsys, fake):
+    code, out, err = cli_main(capsys, "--backend", "vulkan,cuda", "--tests", "compute.fp32")
+    assert_usage_error(code, out, err, "cuda backend: not installed here")
+    assert all(b.closed for b in fake.backends)
+
+
+@pytest.mark.parametrize("device, names", [("99", ["no device 99", "vulkan"]), ("first", ["first"])])
+def test_bad_device_is_an_error(capsys, fake, device, names):
+    code, out, err = cli_main(capsys, "--backend", "vulkan", "--device", device, "--tests", "compute.fp32")
+    assert_usage_error(code, out, err, *names)
+    assert fake.devices[0].prepared == [] and all(b.closed for b in fake.backends)
+
+
+def test_unknown_backend_in_a_subprocess():
+    p = run_peakbench("--backend", "nosuch", "--tests", "compute.fp32")
+    assert_usage_error(p.returncode, p.stdout, p.stderr, "nosuch")
+
+
+def test_no_such_vulkan_device_in_a_subprocess(vulkan_backend):
+    p = run_peakbench("--backend", "vulkan", "--device", "99", "--tests", "compute.fp32")
+    assert_usage_error(p.returncode, p.stdout, p.stderr, "no device 99")
+
+
+# -- listings --------------------------------------------------------------------------------
+
+def test_list_tests(capsys):
+    code, out, _ = cli_main(capsys, "--list-tests")
+    assert code == 0
+    names = [line.split()[0] for line in out.splitlines()[2:] if line.strip()]
+    assert names[:2] == ["compute.fp64", "compute.fp32"] and "compute.int4" in names
+    assert re.search(r"^compute\.fp32\s+TFLOPS\s+x1u64", out, re.M)
+
+
+def test_list_devices(capsys, vulkan_backend):
+    code, out, _ = cli_main(capsys, "--list-devices", "--backend", "vulkan")
+    assert code == 0 and out.startswith("vulkan:")
+    assert vulkan_backend.devices()[0].name in out
+
+
+def test_specs_lists_the_database(capsys):
+    code, out, _ = cli_main(capsys, "specs")
+    assert code == 0
+    assert re.search(r"^NVIDIA H200 SXM\s+132\s+1980\s+66\.9\s+989\.4\s+4800", out, re.M)
+
+
+def test_specs_shows_one_gpu(capsys):
+    code, out, _ = cli_main(capsys, "specs", "H200 SXM")
+    assert code == 0
+    assert out.startswith("NVIDIA H200 SXM  (boost 1980 MHz)")
+    assert re.search(r"^compute\.fp32\s+66\.9$", out, re.M)
+    assert re.search(r"^matrix\.fp16\.fp32\s+989\.4$", out, re.M)
+    assert "source: https://" in out
+
+
+def test_specs_with_a_user_file(capsys, tmp_path):
+    user = tmp_path / "mine.toml"
+    user.write_text('[[gpu]]\nname = "My Test GPU"\nboost_clock_mhz = 1000\n[gpu.peaks]\n"compute.fp32" = 12.5\n')
+    code, out, _ = cli_main(capsys, "specs", "--spec", str(user), "My Test GPU")
+    assert code == 0 and re.search(r"^compute\.fp32\s+12\.5$", out, re.M)
+
+
+# -- result files ----------------------------------------------------------------------------
+
+def test_save_json_is_atomic_and_leaves_no_temporary_files(tmp_path):
+    doc = new_document()
+    path = tmp_path / "r.json"
+    save_json(path, doc)
+    doc["runs"] = [{"backend": "vulkan", "device": {}, "spec": None, "results": []}]
+    save_json(path, doc)
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+    assert load_json(path) == doc
+
+
+def test_save_json_failure_cleans_up(tmp_path):
+    (tmp_path / "taken").mkdir()                  # a folder where the file should go: rename fails
+    with pytest.raises(ResultFileError, match="cannot write"):
+        save_json(tmp_path / "taken", new_document())
+    assert [p.name for p in tmp_path.iterdir()] == ["taken"]
+
+
+def test_new_document_header():
+    doc = new_document()
+    assert doc["schema"] == SCHEMA == "peakbench.result/1"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", doc["created"])
+    assert set(doc["host"]) == {"hostname", "os", "python"} and doc["runs"] == []
+
+
+# -- a real quick run on the Vulkan device ---------------------------------------------------
+
+@pytest.fixture(scope="module")
+def quick_run(vulkan_backend, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("quick")
+    paths = {k: folder / f"r.{k}" for k in ("json", "csv", "md")}
+    p = run_peakbench("--backend", "vulkan", "--quick", "--tests", "compute.fp32,compute.int4",
+                      "--json", str(paths["json"]), "--csv", str(paths["csv"]), "--markdown", str(paths["md"]))
+    return p, paths
+
+
+def test_quick_run_exits_0_and_writes_the_design_json(quick_run):
+    p, paths = quick_run
+    assert p.returncode == 0, p.stderr
+    doc = load_json(paths["json"])
+    assert doc["schema"] == "peakbench.result/1" and doc["peakbench_version"]
+    (run,) = doc["runs"]
+    assert run["backend"] == "vulkan" and set(run["device"]) >= DEVICE_FIELDS
+    fp32, int4 = run["results"]
+    for r in (fp32, int4):
+        assert set(r) >= RESULT_FIELDS
+    assert (fp32["test"], fp32["status"], fp32["unit"], fp32["reason"]) == ("compute.fp32", "ok", "TFLOPS", None)
+    assert fp32["value"] > 0 and set(fp32["stats"]) == STATS_FIELDS
+    s = fp32["stats"]
+    assert s["min"] <= s["median"] <= s["max"] and s["samples"] >= Settings.quick().min_samples
+    # value is rounded to 4 decimals, the stats to 4 significant digits (lavapipe: ~0.05 TFLOPS)
+    assert fp32["value"] == pytest.approx(s["median"], rel=1e-3, abs=5e-5)
+    assert fp32["params"]["variant"] in fp32["params"]["variants"] and fp32["params"]["size"] >= 1
+    assert (int4["test"], int4["status"], int4["value"]) == ("compute.int4", "unsupported", None)
+    assert int4["reason"].startswith("[api] ")
+    assert sorted(p.name for p in paths["json"].parent.iterdir()) == ["r.csv", "r.json", "r.md"]
+
+
+def test_quick_run_tables(quick_run):
+    p, paths = quick_run
+    assert "compute.fp32" in p.stdout and "unsupported: [api]" in p.stdout and "Traceback" not in p.stderr
+    assert "[vulkan:0] compute.fp32 ..." in p.stderr          # progress goes to stderr
+    rows = list(csv.DictReader(io.StringIO(paths["csv"].read_text())))
+    assert [r["test"] for r in rows] == ["compute.fp32", "compute.int4"]
+    assert "| compute.fp32" in paths["md"].read_text()
+
+
+def test_compare_a_result_with_itself(quick_run, capsys):
+    _, paths = quick_run
+    code, out, _ = cli_main(capsys, "compare", str(paths["json"]), str(paths["json"]))
+    assert code == 0
+    fp32 = next(line for line in out.splitlines() if line.startswith("compute.fp32"))
+    int4 = next(line for line in out.splitlines() if line.startswith("compute.int4"))
+    assert fp32.rstrip().endswith("1.00x")
+    assert "unsupported" in int4 and "x" not in int4.split("unsupported")[-1]

@@ -1,0 +1,139 @@
+"""peakbench.harness.runner: calibration, warm-up, sampling and the rate arithmetic, on a fake
+workload whose GPU time is known in closed form and a fake clock that the launches advance."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from fakes import FakeClock, FakeWorkload, use_clock
+from peakbench.harness import runner
+from peakbench.harness.runner import SCALE, Settings, calibrate, measure
+
+FAST = Settings(sample_s=0.002, warmup_s=0.0, min_samples=3, max_samples=8, settle=0.005, budget_s=10.0)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    c = FakeClock()
+    use_clock(monkeypatch, c, runner)
+    return c
+
+
+def run_measure(workload: FakeWorkload, timer: FakeClock, settings: Settings = FAST, unit: str = "TFLOPS", **kw):
+    return measure(workload, unit, settings, timer(), **kw)
+
+
+@pytest.mark.parametrize("seconds_per_unit", [1e-8, 1e-6, 3e-5, 7e-4, 1.5e-3])
+def test_calibrate_finds_smallest_power_of_two_reaching_sample_s(seconds_per_unit):
+    w = FakeWorkload(seconds_per_unit)
+    size, seconds = calibrate(w.run, FAST)
+    assert size & (size - 1) == 0, f"{size} is not a power of two"
+    assert seconds == w.seconds(size) >= FAST.sample_s
+    assert size == 1 or w.seconds(size // 2) < FAST.sample_s
+    # It jumps once the time is measurable rather than doubling all the way.
+    assert len(w.sizes) <= size.bit_length()
+
+
+def test_calibrate_keeps_a_slow_kernel_at_size_one():
+    w = FakeWorkload(seconds_per_unit=0.5)
+    assert calibrate(w.run, FAST) == (1, 0.5)
+    assert w.sizes == [1]
+
+
+def test_calibrate_stops_at_max_size():
+    settings = Settings(sample_s=0.02, max_size=1 << 10)
+    w = FakeWorkload(seconds_per_unit=1e-9)
+    size, seconds = calibrate(w.run, settings)
+    assert size == 1 << 10 and seconds < settings.sample_s
+    assert max(w.sizes) == 1 << 10
+
+
+@pytest.mark.parametrize("unit", ["TFLOPS", "TOPS", "GB/s"])
+def test_rate_is_work_over_seconds_in_the_unit(clock, unit):
+    w = FakeWorkload(seconds_per_unit=2e-6, ops_per_unit=5e7, clock=clock)
+    v = run_measure(w, clock, unit=unit)
+    want = 5e7 / 2e-6 / {"TFLOPS": 1e12, "TOPS": 1e12, "GB/s": 1e9}[unit]
+    assert SCALE[unit] in (1e12, 1e9)
+    assert v.summary.median == pytest.approx(want, rel=1e-12)
+    assert v.summary.min == pytest.approx(want, rel=1e-12) and v.summary.max == pytest.approx(want, rel=1e-12)
+    assert v.size == calibrate(FakeWorkload(2e-6).run, FAST)[0]
+
+
+def test_warm_up_runs_until_warmup_s_after_start(clock):
+    settings = Settings(sample_s=0.002, warmup_s=0.05, min_samples=3, max_samples=8, budget_s=10.0)
+    w = FakeWorkload(seconds_per_unit=1e-6, clock=clock)
+    started = clock()
+    v = measure(w, "TFLOPS", settings, started)
+    first_sample = len(w.sizes) - v.summary.samples
+    assert w.starts[first_sample] - started >= settings.warmup_s
+    # The launch before the first sample started inside the warm-up window: warm-up stops as soon
+    # as it has lasted long enough, it does not overshoot by a whole extra launch.
+    assert w.starts[first_sample - 1] - started < settings.warmup_s
+    # Warm-up launches happened (calibration alone is far shorter than 50 ms) at the calibrated size.
+    calibration_launches = len(_calibration_sizes(1e-6, settings))
+    assert first_sample > calibration_launches
+    assert set(w.sizes[calibration_launches:]) == {v.size}
+
+
+def _calibration_sizes(seconds_per_unit: float, settings: Settings) -> list[int]:
+    w = FakeWorkload(seconds_per_unit)
+    calibrate(w.run, settings)
+    return w.sizes
+
+
+def test_no_warm_up_launches_when_the_time_has_passed(clock):
+    w = FakeWorkload(seconds_per_unit=1e-6, clock=clock)
+    v = measure(w, "TFLOPS", FAST, started=clock() - 10.0)     # the test began 10 s ago
+    assert len(w.sizes) == len(_calibration_sizes(1e-6, FAST)) + v.summary.samples
+
+
+def test_settled_samples_stop_at_min_samples(clock):
+    v = run_measure(FakeWorkload(clock=clock), clock)
+    assert v.summary.samples == FAST.min_samples
+
+
+def test_noisy_samples_stop_at_max_samples(clock):
+    w = FakeWorkload(seconds_per_unit=1e-6, clock=clock, noise=(1.0, 1.25))
+    v = run_measure(w, clock)
+    assert v.summary.samples == FAST.max_samples
+    assert v.summary.max == pytest.approx(w.rate(), rel=1e-12)
+    assert v.summary.min == pytest.approx(w.rate() / 1.25, rel=1e-12)
+    # Eight samples alternating between the two rates: the median is their mean.
+    assert v.summary.median == pytest.approx((w.rate() + w.rate() / 1.25) / 2, rel=1e-12)
+
+
+def test_noisy_samples_stop_at_the_budget(clock):
+    settings = Settings(sample_s=0.002, warmup_s=0.0, min_samples=3, max_samples=1000, budget_s=0.02)
+    w = FakeWorkload(seconds_per_unit=1e-6, clock=clock, noise=(1.0, 1.25))
+    v = measure(w, "TFLOPS", settings, clock())
+    assert settings.min_samples <= v.summary.samples < 20
+    samples = w.starts[-v.summary.samples:]
+    # The last sample began within the budget; the loop stopped right after passing it.
+    assert samples[-1] - samples[0] <= settings.budget_s
+    assert clock() - samples[0] > settings.budget_s
+
+
+def test_clock_is_the_median_of_the_readings(clock):
+    readings = itertools.count(1500)
+    v = run_measure(FakeWorkload(clock=clock), clock, clock=lambda: next(readings))
+    assert v.clock_mhz == 1500 + (FAST.min_samples - 1) / 2
+
+
+def test_no_clock_readings_give_none(clock):
+    assert run_measure(FakeWorkload(clock=clock), clock).clock_mhz is None
+
+
+def test_params_and_evidence_are_copied(clock):
+    w = FakeWorkload(clock=clock, name="x4u16")
+    v = run_measure(w, clock)
+    assert v.name == "x4u16"
+    assert v.params == w.params and v.params is not w.params
+    assert v.evidence == w.evidence and v.evidence is not w.evidence
+
+
+def test_quick_settings_are_smaller_but_keep_the_warm_up():
+    quick, full = Settings.quick(), Settings()
+    assert quick.sample_s < full.sample_s and quick.max_samples <= full.max_samples
+    assert quick.min_samples <= quick.max_samples and full.min_samples >= 10   # DESIGN.md: at least 10
+    assert quick.warmup_s >= 0.3 and full.warmup_s >= 0.3                      # DESIGN.md: >= 300 ms

@@ -1,0 +1,166 @@
+"""peakbench.harness.session: run_test on a fake device (ok, failed, unsupported) and with_spec."""
+from __future__ import annotations
+
+import pytest
+
+from fakes import FakeClock, FakeDevice, FakeWorkload, use_clock
+from peakbench.backend import Unsupported
+from peakbench.catalog import TestSpec as Spec  # aliased: pytest would try to collect Test*
+from peakbench.catalog import Variant, default_catalog
+from peakbench.harness import runner, session
+from peakbench.harness.runner import Settings
+from peakbench.harness.session import run_test, with_spec
+from peakbench.report.result import Result
+from peakbench.specs import GpuSpec, find, load_database
+
+SETTINGS = Settings(sample_s=0.002, warmup_s=0.01, min_samples=3, max_samples=5, budget_s=1.0)
+WIDE = Spec("compute.fake", "TFLOPS", "fma", "fp32",
+            (Variant("narrow", width=1), Variant("wide", width=4), Variant("mid", width=2)))
+OTHER = Spec("compute.other", "TOPS", "fma", "int32", (Variant("only"),))
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    c = FakeClock()
+    use_clock(monkeypatch, c, runner, session)
+    return c
+
+
+def run(device, test=WIDE):
+    lines: list[str] = []
+    return run_test(device, test, SETTINGS, lines.append), lines
+
+
+def test_ok_reports_the_best_variant(clock):
+    device = FakeDevice(clock=clock, clock_mhz=1410.0)
+    result, lines = run(device)
+    assert result.status == "ok" and result.reason is None and result.unit == "TFLOPS"
+    # FakeDevice's rate is 1 TFLOPS per lane of width: "wide" wins.
+    assert result.value == pytest.approx(4.0)
+    assert result.params["variant"] == "wide"
+    assert set(result.params["variants"]) == {"narrow", "wide", "mid"}
+    assert result.params["variants"]["narrow"]["median"] == pytest.approx(1.0)
+    assert result.params["fake_param"] == 7 and result.evidence == {"fake_evidence": "isa"}
+    assert result.stats["median"] == pytest.approx(4.0) and result.stats["samples"] == SETTINGS.min_samples
+    assert result.clock_mhz == 1410.0
+    assert device.prepared == [("compute.fake", "narrow"), ("compute.fake", "wide"), ("compute.fake", "mid")]
+    assert all(w.verified and w.closed for w in device.workloads)
+    assert len(lines) == 3 and "wide" in lines[1] and "1410 MHz" in lines[1]
+
+
+def test_verify_runs_before_any_timing(clock):
+    device = FakeDevice(clock=clock)
+    run(device, OTHER)
+    w = device.workloads[0]
+    assert w.verified and w.sizes, "verified and then measured"
+
+
+def test_mismatch_fails_with_the_reason_and_skips_timing(clock):
+    problem = "3 of 4096 values differ from the host reference (first at (7, 0): got 1, want 2)"
+    bad = FakeWorkload(clock=clock, problem=problem)
+    device = FakeDevice({"compute.fake": lambda t, v: bad if v.name == "wide" else FakeWorkload(clock=clock)})
+    result, _ = run(device)
+    assert result.status == "failed" and result.value is None
+    assert result.reason == f"variant wide: {problem}"
+    assert result.params == bad.params and result.evidence == bad.evidence
+    assert bad.sizes == [] and bad.closed
+    # A failed variant ends the test: the later variant is not prepared.
+    assert ("compute.fake", "mid") not in device.prepared
+
+
+def test_exception_fails_the_test_and_the_run_goes_on(clock):
+    def boom(test, variant):
+        raise RuntimeError("vkCreateComputePipelines failed: VkErrorOutOfDeviceMemory\nsecond line")
+
+    device = FakeDevice({"compute.fake": boom}, clock=clock)
+    failed, _ = run(device, WIDE)
+    assert failed.status == "failed"
+    assert failed.reason == "variant narrow: RuntimeError: vkCreateComputePipelines failed: VkErrorOutOfDeviceMemory"
+    following, _ = run(device, OTHER)
+    assert following.status == "ok" and following.value > 0
+
+
+def test_error_during_timing_fails_and_still_closes(clock):
+    w = FakeWorkload(clock=clock, fail_on_run=4)
+    result, _ = run(FakeDevice({"compute.other": lambda t, v: w}), OTHER)
+    assert result.status == "failed" and "device lost" in result.reason and result.reason.startswith("variant only:")
+    assert w.closed
+
+
+def test_unsupported_reason_passes_through_without_preparing():
+    reason = "[driver] VK_KHR_shader_bfloat16 not exposed by Fake 1.0"
+    device = FakeDevice(unsupported={"compute.fake": reason})
+    result, _ = run(device)
+    assert (result.status, result.reason, result.value) == ("unsupported", reason, None)
+    assert device.prepared == []
+
+
+def test_unsupported_raised_by_prepare_is_unsupported(clock):
+    def refuse(test, variant):
+        raise Unsupported("[hardware] no 4-bit units")
+
+    result, _ = run(FakeDevice({"compute.fake": refuse}, clock=clock))
+    assert (result.status, result.reason) == ("unsupported", "[hardware] no 4-bit units")
+
+
+def test_unsupported_needs_a_category():
+    with pytest.raises(ValueError):
+        Result("compute.fp8_e4m3", "unsupported", "TFLOPS", reason="no FP8 here")
+
+
+# -- with_spec -------------------------------------------------------------------------------
+
+FAKE_SPEC = GpuSpec("Fake GPU", 2000.0, {"compute.fp32": 100.0, "matrix.fp16.fp32": 1000.0},
+                    data={"peak_clock_mhz": {"matrix.fp16.fp32": 1800}})
+
+
+def ok(test: str, value: float, clock_mhz: float | None = None) -> Result:
+    return Result(test, "ok", "TFLOPS", value=value, clock_mhz=clock_mhz)
+
+
+def test_pct_of_spec_and_of_the_peak_at_the_measured_clock():
+    r = with_spec(ok("compute.fp32", 50.0, clock_mhz=1000.0), FAKE_SPEC)
+    assert (r.spec_value, r.pct_of_spec) == (100.0, 50.0)
+    assert r.pct_of_clock_peak == 100.0     # half the boost clock: the peak there is 50
+
+
+def test_peak_clock_of_a_test_overrides_the_boost_clock():
+    r = with_spec(ok("matrix.fp16.fp32", 450.0, clock_mhz=900.0), FAKE_SPEC)
+    assert r.pct_of_spec == 45.0
+    assert r.pct_of_clock_peak == 90.0      # 1000 * 900 / 1800 = 500 at 900 MHz
+
+
+def test_no_clock_gives_pct_of_spec_only():
+    r = with_spec(ok("compute.fp32", 25.0), FAKE_SPEC)
+    assert r.pct_of_spec == 25.0 and r.pct_of_clock_peak is None
+
+
+@pytest.mark.parametrize("result, spec", [
+    (ok("compute.fp64", 10.0, 1000.0), FAKE_SPEC),                     # no peak for the test
+    (ok("compute.fp32", 10.0, 1000.0), None),                          # no spec matched
+    (Result("compute.fp32", "unsupported", "TFLOPS", reason="[api] x"), FAKE_SPEC),
+    (Result("compute.fp32", "failed", "TFLOPS", reason="variant a: boom"), FAKE_SPEC),
+])
+def test_spec_columns_stay_empty_without_a_peak_or_a_value(result, spec):
+    r = with_spec(result, spec)
+    assert (r.spec_value, r.pct_of_spec, r.pct_of_clock_peak) == (None, None, None)
+
+
+def test_h200_example_of_design_md():
+    """DESIGN.md's example: 64.1 TFLOPS FP32 on an H200 SXM is 95.8% of spec."""
+    h200 = find(load_database(), "NVIDIA H200 SXM")
+    r = with_spec(ok("compute.fp32", 64.1, clock_mhz=1980.0), h200)
+    assert (r.spec_value, r.pct_of_spec, r.pct_of_clock_peak) == (66.9, 95.8, 95.8)
+    # Tensor peaks assume 1830 MHz: at that clock the same % of spec is 100% of the clock's peak.
+    peak = h200.peak("matrix.fp16.fp32")
+    m = with_spec(ok("matrix.fp16.fp32", peak, clock_mhz=1830.0), h200)
+    assert (m.pct_of_spec, m.pct_of_clock_peak) == (100.0, 100.0)
+
+
+def test_catalog_tests_run_on_the_fake_device(clock):
+    """Every compute test either runs through the harness or is unsupported with its reason."""
+    device = FakeDevice(clock=clock, unsupported={t.name: "[api] no kernel"
+                                                  for t in default_catalog().tests if not t.variants})
+    for test in default_catalog().select(["compute.*"]):
+        result, _ = run(device, test)
+        assert result.status == ("unsupported" if not test.variants else "ok"), test.name
