@@ -66,6 +66,9 @@ class Device(Protocol):
     def support(self, test: TestSpec) -> str | None:
         """None when the test can run here, else the unsupported reason ([category] sentence)."""
 
+    def variants(self, test: TestSpec) -> tuple:
+        """The variants to run: the catalog's, or what the device offers (matrix shapes)."""
+
     def clock_mhz(self) -> float | None:
         """The current core clock, where the platform can read it."""
 

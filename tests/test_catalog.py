@@ -8,11 +8,28 @@ from peakbench.catalog import default_catalog
 CATALOG = default_catalog()
 COMPUTE = ["compute.fp64", "compute.fp32", "compute.fp16", "compute.bf16", "compute.int32",
            "compute.int16", "compute.int8", "compute.fp8_e4m3", "compute.fp8_e5m2", "compute.int4", "compute.fp4"]
-ALU = [t for t in CATALOG.tests if t.kernel]
+ALU = [t for t in CATALOG.tests if t.family == "compute" and t.kernel]
+MATRIX = ["matrix.fp16.fp16", "matrix.fp16.fp32", "matrix.bf16.fp32", "matrix.tf32.fp32", "matrix.fp8_e4m3.fp32",
+          "matrix.fp8_e5m2.fp32", "matrix.int8.int32", "matrix.int4.int32", "matrix.fp4.fp32", "matrix.fp64.fp64"]
 
 
 def test_compute_family_is_the_design_list_in_order():
     assert [n for n in CATALOG.names() if n.startswith("compute.")] == COMPUTE
+
+
+def test_matrix_family_is_the_design_list_with_shapes_from_the_device():
+    assert [n for n in CATALOG.names() if n.startswith("matrix.")] == MATRIX
+    for name in MATRIX:
+        t = CATALOG.get(name)
+        assert t.kernel == "mma" and t.variants == () and t.dtype == ".".join(name.split(".")[1:])
+        assert t.unit == ("TOPS" if ".int" in name else "TFLOPS")
+
+
+def test_a_matrix_shape_counts_two_m_n_k():
+    from peakbench.catalog.matrix import shape
+    v = shape(16, 8, 32, "u8:")
+    assert (v.name, v.shape, v.ops_per_step) == ("u8:16x8x32", (16, 8, 32), 2 * 16 * 8 * 32)
+    assert v.unroll % 2 == 0, "the kernel alternates B1 and B2, so the unroll is even"
 
 
 def test_names_and_units():
@@ -44,8 +61,8 @@ def test_types_without_a_vector_path_have_no_kernel():
 
 
 @pytest.mark.parametrize("patterns, want", [
-    (None, COMPUTE),
-    ([], COMPUTE),
+    (None, COMPUTE + MATRIX),
+    ([], COMPUTE + MATRIX),
     (["compute.fp32"], ["compute.fp32"]),
     (["compute.fp8_*"], ["compute.fp8_e4m3", "compute.fp8_e5m2"]),
     (["compute.int*", "compute.fp64"], ["compute.fp64", "compute.int32", "compute.int16", "compute.int8",
@@ -54,8 +71,7 @@ def test_types_without_a_vector_path_have_no_kernel():
     (["nomatch.*"], []),
 ])
 def test_select(patterns, want):
-    got = [t.name for t in CATALOG.select(patterns)]
-    assert [n for n in got if n.startswith("compute.")] == want
+    assert [t.name for t in CATALOG.select(patterns)] == want
 
 
 def test_get_unknown_raises():

@@ -158,3 +158,21 @@ def test_lavapipe_has_no_clock_reading(vulkan_device):
     if vulkan_device.info.kind != "cpu":
         pytest.skip("only a CPU device is known to have no clock reading")
     assert vulkan_device.clock_mhz() is None
+
+
+MATRIX = [t for t in CATALOG.tests if t.family == "matrix"]
+
+
+@pytest.mark.parametrize("test", MATRIX, ids=[t.name for t in MATRIX])
+def test_matrix_tests_run_every_reported_shape_or_say_why_not(vulkan_device, test):
+    """Without VK_KHR_cooperative_matrix (lavapipe in Mesa 22) every matrix test has a [driver] or
+    [api] reason; where shapes are reported, each one verifies against the host reference."""
+    reason = vulkan_device.support(test)
+    if reason:
+        assert reason.startswith(("[driver]", "[api]"))
+        if "VK_KHR_cooperative_matrix" not in vulkan_device.caps.extensions:
+            assert reason.startswith("[api]") or "VK_KHR_cooperative_matrix not exposed" in reason
+        return
+    for variant in vulkan_device.variants(test):
+        with prepared(vulkan_device, test, variant) as w:
+            assert w.verify() is None

@@ -18,15 +18,16 @@ class Variant:
     ops_per_step: int = 2     # ops one accumulator does per step (FMA on a scalar = 2)
     unroll: int = 16          # steps per loop iteration: loop overhead is amortized over
                               # unroll * accumulators steps, code size grows with it
+    shape: tuple = ()         # (M, N, K) of a matrix variant
 
 
 @dataclass(frozen=True)
 class TestSpec:
     name: str                  # <family>.<type>[.<accumulator>]
     unit: str                  # TFLOPS, TOPS, GB/s, ns, us
-    kernel: str = ""           # kernel family ("fma", "dot4x8", "bf16dot"); "" = no kernel exists
-    dtype: str = ""
-    variants: tuple[Variant, ...] = ()
+    kernel: str = ""           # kernel family ("fma", "dot4x8", "bf16dot", "mma"); "" = no kernel
+    dtype: str = ""            # element type; "a.c" (operands.accumulator) for matrix tests
+    variants: tuple[Variant, ...] = ()   # empty for matrix tests: the device lists its shapes
     accumulators: int = 8
     description: str = ""
 
@@ -60,5 +61,5 @@ class Catalog:
 
 
 def default_catalog() -> Catalog:
-    from peakbench.catalog import compute
-    return Catalog(list(compute.TESTS))
+    from peakbench.catalog import compute, matrix
+    return Catalog(list(compute.TESTS) + list(matrix.TESTS))

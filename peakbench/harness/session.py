@@ -45,11 +45,13 @@ def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str
     reason = device.support(test)
     if reason:
         return unsupported(test, reason)
-    if not test.variants:
+    # Matrix tests take their variants (shapes) from the device; others from the catalog.
+    offered = device.variants(test) if hasattr(device, "variants") else test.variants
+    if not offered:
         return Result(test.name, "failed", test.unit, reason="the backend offered no variant to run")
     variants: list[VariantResult] = []
     started = time.perf_counter()     # sustained load begins with the first variant's calibration
-    for variant in test.variants:
+    for variant in offered:
         workload = None
         try:
             workload = device.prepare(test, variant)

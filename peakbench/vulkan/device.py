@@ -13,8 +13,9 @@ from vulkan._vulkan import lib as vk_lib
 
 from peakbench.backend import DeviceInfo
 from peakbench.telemetry import ClockReader
-from peakbench.vulkan.instance import (EXT_BFLOAT16, EXT_EXECUTABLE_PROPERTIES, STYPE_BFLOAT16_FEATURES,
-                                       Capabilities, _chain, _new, _string)
+from peakbench.vulkan.instance import (EXT_BFLOAT16, EXT_COOPMAT, EXT_EXECUTABLE_PROPERTIES, EXT_FLOAT8,
+                                       STYPE_BFLOAT16_FEATURES, STYPE_FLOAT8_FEATURES, Capabilities,
+                                       _chain, _new, _string)
 
 ffi = vk.ffi
 FENCE_TIMEOUT_S = 120.0
@@ -91,6 +92,7 @@ class VulkanDevice:
         f12 = _new("VkPhysicalDeviceVulkan12Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES)
         f12.shaderFloat16, f12.shaderInt8 = f["shaderFloat16"], f["shaderInt8"]
         f12.storageBuffer8BitAccess = f["storageBuffer8BitAccess"]
+        f12.vulkanMemoryModel = f["vulkanMemoryModel"]      # glslang's cooperative matrices use it
         f13 = _new("VkPhysicalDeviceVulkan13Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES)
         f13.shaderIntegerDotProduct = f["shaderIntegerDotProduct"]
         f13.maintenance4 = f["maintenance4"]
@@ -99,9 +101,22 @@ class VulkanDevice:
             bf16 = ffi.new("uint32_t[8]")
             bf16[0] = STYPE_BFLOAT16_FEATURES
             bf16[4], bf16[5] = 1, int(f["shaderBFloat16DotProduct"])
+            bf16[6] = int(f["shaderBFloat16CooperativeMatrix"])
             chain.append(ffi.cast("VkBaseOutStructure*", bf16))
             extensions.append(EXT_BFLOAT16)
             self._keep.append(bf16)
+        if self.caps.has("shaderFloat8"):
+            fp8 = ffi.new("uint32_t[8]")
+            fp8[0], fp8[4], fp8[5] = STYPE_FLOAT8_FEATURES, 1, int(f["shaderFloat8CooperativeMatrix"])
+            chain.append(ffi.cast("VkBaseOutStructure*", fp8))
+            extensions.append(EXT_FLOAT8)
+            self._keep.append(fp8)
+        if self.caps.has("cooperativeMatrix"):
+            coop = _new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
+                        vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR)
+            coop.cooperativeMatrix = 1
+            chain.append(coop)
+            extensions.append(EXT_COOPMAT)
         if self.caps.has("pipelineExecutableInfo"):
             exe = _new("VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
                        vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR)
@@ -328,6 +343,10 @@ class VulkanDevice:
     def support(self, test) -> str | None:
         from peakbench.vulkan.workloads import support
         return support(test, self)
+
+    def variants(self, test):
+        from peakbench.vulkan.workloads import variants
+        return variants(test, self)
 
     def prepare(self, test, variant):
         from peakbench.vulkan.workloads import prepare

@@ -12,6 +12,8 @@ ffi = vk.ffi
 
 # Structures newer than the `vulkan` package's headers, laid out by hand (Vulkan registry).
 STYPE_BFLOAT16_FEATURES = 1000141000      # VkPhysicalDeviceShaderBfloat16FeaturesKHR
+STYPE_FLOAT8_FEATURES = 1000567000        # VkPhysicalDeviceShaderFloat8FeaturesEXT
+EXT_COOPMAT = "VK_KHR_cooperative_matrix"
 EXT_BFLOAT16 = "VK_KHR_shader_bfloat16"
 EXT_FLOAT8 = "VK_EXT_shader_float8"
 EXT_EXECUTABLE_PROPERTIES = "VK_KHR_pipeline_executable_properties"
@@ -67,6 +69,7 @@ class Capabilities:
     units: int | None = None
     threads_per_unit: int | None = None
     dot_product: dict = field(default_factory=dict)  # integer dot product "accelerated" properties
+    coopmat_shapes: list = field(default_factory=list)  # coopmat.Shape per reported combination
 
     def has(self, feature: str) -> bool:
         return bool(self.features.get(feature))
@@ -82,6 +85,16 @@ def probe_features(pd, extensions: set) -> dict:
         bf16 = ffi.new("uint32_t[8]")                # sType, pad, pNext(2), 3 x VkBool32, pad
         bf16[0] = STYPE_BFLOAT16_FEATURES
         chain.append(ffi.cast("VkBaseOutStructure*", bf16))
+    fp8 = None
+    if EXT_FLOAT8 in extensions:
+        fp8 = ffi.new("uint32_t[8]")                 # sType, pad, pNext(2), 2 x VkBool32
+        fp8[0] = STYPE_FLOAT8_FEATURES
+        chain.append(ffi.cast("VkBaseOutStructure*", fp8))
+    coop = None
+    if EXT_COOPMAT in extensions:
+        coop = _new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
+                    vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR)
+        chain.append(coop)
     exe = None
     if EXT_EXECUTABLE_PROPERTIES in extensions:
         exe = _new("VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
@@ -102,10 +115,13 @@ def probe_features(pd, extensions: set) -> dict:
         "shaderBFloat16Type": bool(bf16 and bf16[4]), "shaderBFloat16DotProduct": bool(bf16 and bf16[5]),
         "shaderBFloat16CooperativeMatrix": bool(bf16 and bf16[6]),
         "pipelineExecutableInfo": bool(exe and exe.pipelineExecutableInfo),
+        "shaderFloat8": bool(fp8 and fp8[4]), "shaderFloat8CooperativeMatrix": bool(fp8 and fp8[5]),
+        "cooperativeMatrix": bool(coop and coop.cooperativeMatrix),
+        "vulkanMemoryModel": f12.vulkanMemoryModel,
     }
 
 
-def probe(pd, index: int) -> tuple[DeviceInfo, Capabilities]:
+def probe(instance, pd, index: int) -> tuple[DeviceInfo, Capabilities]:
     extensions = {_string(e.extensionName) for e in vk.vkEnumerateDeviceExtensionProperties(pd, None)}
     driver = _new("VkPhysicalDeviceDriverProperties", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES)
     ids = _new("VkPhysicalDeviceIDProperties", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES)
@@ -135,6 +151,9 @@ def probe(pd, index: int) -> tuple[DeviceInfo, Capabilities]:
                         api_version=p.apiVersion, timestamp_period_ns=p.limits.timestampPeriod,
                         max_workgroup_size=p.limits.maxComputeWorkGroupSize[0],
                         subgroup_size=sub.subgroupSize)
+    if EXT_COOPMAT in extensions:
+        from peakbench.vulkan.coopmat import query_shapes
+        caps.coopmat_shapes = query_shapes(instance, pd)
     caps.dot_product = {
         "4x8BitPackedSignedAccelerated": bool(dot.integerDotProduct4x8BitPackedSignedAccelerated),
         "4x8BitPackedMixedSignednessAccelerated": bool(dot.integerDotProduct4x8BitPackedMixedSignednessAccelerated),
@@ -188,7 +207,7 @@ class VulkanBackend:
             self.close()
             raise BackendUnavailable("vulkan backend: no Vulkan device found (install your GPU's Vulkan "
                                      "driver, or mesa-vulkan-drivers for the lavapipe CPU driver)")
-        self._probed = [probe(pd, i) for i, pd in enumerate(self._physical)]
+        self._probed = [probe(self.instance, pd, i) for i, pd in enumerate(self._physical)]
 
     def devices(self) -> list[DeviceInfo]:
         return [info for info, _ in self._probed]

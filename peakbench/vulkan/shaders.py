@@ -145,8 +145,20 @@ def validate(code: bytes, what: str = "module") -> None:
         _run([tool("spirv-val"), "--target-env", TARGET_ENV, f.name], f"spirv-val {what}")
 
 
-def disassemble(code: bytes) -> str:
+def disassemble(code: bytes, raw_ids: bool = True) -> str:
     with tempfile.NamedTemporaryFile(suffix=".spv") as f:
         f.write(code)
         f.flush()
-        return _run([tool("spirv-dis"), "--raw-id", f.name], "spirv-dis")
+        return _run([tool("spirv-dis"), *(["--raw-id"] if raw_ids else []), f.name], "spirv-dis")
+
+
+def assemble(text: str, what: str) -> bytes:
+    """SPIR-V words for assembly text, validated (not cached: callers build from cached modules)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "in.spvasm", Path(tmp) / "out.spv"
+        src.write_text(text)
+        _run([tool("spirv-as"), "--target-env", TARGET_ENV, "--preserve-numeric-ids", str(src),
+              "-o", str(out)], f"spirv-as {what}")
+        code = out.read_bytes()
+    validate(code, what)
+    return code

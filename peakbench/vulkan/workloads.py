@@ -6,6 +6,7 @@ import numpy as np
 from peakbench.backend import Unsupported
 from peakbench.catalog import TestSpec, Variant
 from peakbench.catalog import alu_reference as ref
+from peakbench.vulkan import coopmat
 from peakbench.vulkan.instance import EXT_BFLOAT16, EXT_FLOAT8
 from peakbench.vulkan.shaders import compile_shader
 
@@ -44,6 +45,8 @@ NO_KERNEL = {
 
 
 def support(test: TestSpec, dev) -> str | None:
+    if test.family == "matrix":
+        return coopmat.support(test, dev)
     caps, driver = dev.caps, f"{dev.info.extra.get('driver_name', '')} {dev.info.driver}".strip()
     if not test.kernel:
         have = " (exposed here)" if EXT_FLOAT8 in caps.extensions else f" (not exposed by {driver})"
@@ -131,8 +134,15 @@ class AluWorkload:
         self.dev.destroy(self.pipeline)
 
 
-def prepare(test: TestSpec, variant: Variant, dev) -> AluWorkload:
+def variants(test: TestSpec, dev) -> tuple[Variant, ...]:
+    """The catalog's variants, or for matrix tests the shapes this driver reports."""
+    return coopmat.variants(test, dev) if test.family == "matrix" else test.variants
+
+
+def prepare(test: TestSpec, variant: Variant, dev):
     reason = support(test, dev)
     if reason:
         raise Unsupported(reason)
+    if test.family == "matrix":
+        return coopmat.MatrixWorkload(test, variant, dev)
     return AluWorkload(test, variant, dev)

@@ -1,0 +1,28 @@
+"""Matrix-unit peaks (cooperative matrices, tensor cores, WMMA/MFMA).
+
+A test names its operand and accumulator types; the shapes come from the device at run time
+(each backend reports what its driver or architecture offers), and every shape is a variant.
+Per step each of `accumulators` tiles takes one multiply-add of an M x K by a K x N matrix:
+
+    ops per subgroup = iterations * unroll * accumulators * 2 * M * N * K
+"""
+from peakbench.catalog import TestSpec, Variant
+
+UNROLL = 4   # steps per loop iteration; an MMA step is long, so the loop costs nothing at 4
+
+
+def shape(m: int, n: int, k: int, prefix: str = "") -> Variant:
+    return Variant(f"{prefix}{m}x{n}x{k}", width=1, ops_per_step=2 * m * n * k, unroll=UNROLL,
+                   shape=(m, n, k))
+
+
+def _mma(a: str, c: str, unit: str = "TFLOPS") -> TestSpec:
+    return TestSpec(f"matrix.{a}.{c}", unit, "mma", f"{a}.{c}", (), 8,
+                    f"{a.upper()} x {a.upper()} + {c.upper()} matrix multiply-accumulate")
+
+
+TESTS = (
+    _mma("fp16", "fp16"), _mma("fp16", "fp32"), _mma("bf16", "fp32"), _mma("tf32", "fp32"),
+    _mma("fp8_e4m3", "fp32"), _mma("fp8_e5m2", "fp32"), _mma("int8", "int32", "TOPS"),
+    _mma("int4", "int32", "TOPS"), _mma("fp4", "fp32"), _mma("fp64", "fp64"),
+)

@@ -1,0 +1,208 @@
+"""Matrix tests through VK_KHR_cooperative_matrix: the shapes a driver reports, why a test cannot
+run, and the workload that times one shape.
+
+GLSL (glslang 13) spells FP16, FP32 and 8-bit integer matrices; BF16, FP8 and FP64 variants are
+the FP16 or FP32 module with its float type rewritten in SPIR-V assembly and validated again.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from peakbench.catalog import TestSpec, Variant
+from peakbench.catalog import matrix as catalog
+from peakbench.catalog import matrix_reference as ref
+from peakbench.vulkan import shaders
+
+EXT = "VK_KHR_cooperative_matrix"
+SCOPE_SUBGROUP = 3
+COMPONENTS = {0: "fp16", 1: "fp32", 2: "fp64", 3: "int8", 4: "int16", 5: "int32", 6: "int64",
+              7: "uint8", 8: "uint16", 9: "uint32", 10: "uint64", 1000141000: "bf16",
+              1000491002: "fp8_e4m3", 1000491003: "fp8_e5m2"}
+WAVES = 4
+
+# Operand types a test accepts (the first is the canonical one), and its accumulator types.
+OPERANDS = {"fp16": ("fp16",), "bf16": ("bf16",), "fp8_e4m3": ("fp8_e4m3",), "fp8_e5m2": ("fp8_e5m2",),
+            "int8": ("int8", "uint8"), "fp64": ("fp64",)}
+ACCUMULATORS = {"fp16": ("fp16",), "fp32": ("fp32",), "int32": ("int32", "uint32"), "fp64": ("fp64",)}
+NO_COMPONENT = {"tf32": "[api] Vulkan has no TF32 component type for cooperative matrices",
+                "int4": "[api] Vulkan has no 4-bit integer component type for cooperative matrices",
+                "fp4": "[api] Vulkan has no 4-bit float component type for cooperative matrices"}
+GLSL = {"fp16": "float16_t", "fp32": "float", "int8": "int8_t", "uint8": "uint8_t",
+        "int32": "int32_t", "uint32": "uint32_t"}
+# Extension and feature each rewritten operand type needs (VK_KHR_shader_bfloat16, VK_EXT_shader_float8).
+NEEDS = {"bf16": ("VK_KHR_shader_bfloat16", "shaderBFloat16CooperativeMatrix"),
+         "fp8_e4m3": ("VK_EXT_shader_float8", "shaderFloat8CooperativeMatrix"),
+         "fp8_e5m2": ("VK_EXT_shader_float8", "shaderFloat8CooperativeMatrix")}
+
+
+@dataclass(frozen=True)
+class Shape:
+    m: int
+    n: int
+    k: int
+    a: str
+    b: str
+    c: str
+    result: str
+    saturating: bool
+    scope: int
+
+    def describe(self) -> str:
+        return f"{self.m}x{self.n}x{self.k} {self.a}*{self.b}+{self.c}->{self.result}"
+
+
+def query_shapes(instance, physical) -> list[Shape]:
+    import vulkan as vk
+    try:
+        fn = vk.vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR")
+        props = fn(physical)
+    except Exception:
+        return []
+    name = lambda t: COMPONENTS.get(t, f"type{t}")
+    return [Shape(p.MSize, p.NSize, p.KSize, name(p.AType), name(p.BType), name(p.CType),
+                  name(p.ResultType), bool(p.saturatingAccumulation), p.scope) for p in props]
+
+
+def _types(test: TestSpec) -> tuple[str, str]:
+    a, c = test.dtype.split(".")
+    return a, c
+
+
+def matching(test: TestSpec, shapes: list[Shape]) -> list[Shape]:
+    a, c = _types(test)
+    ok_a, ok_c = OPERANDS.get(a, ()), ACCUMULATORS.get(c, ())
+    return [s for s in shapes if s.a in ok_a and s.b == s.a and s.c in ok_c and s.result == s.c
+            and s.scope == SCOPE_SUBGROUP and not s.saturating
+            and (s.a.startswith("uint") == s.c.startswith("uint"))]
+
+
+def support(test: TestSpec, dev) -> str | None:
+    a, c = _types(test)
+    driver = f"{dev.info.extra.get('driver_name', '')} {dev.info.driver}".strip()
+    if a in NO_COMPONENT:
+        return NO_COMPONENT[a]
+    if EXT not in dev.caps.extensions or not dev.caps.has("cooperativeMatrix"):
+        return f"[driver] {EXT} not exposed by {driver}"
+    if a in NEEDS:
+        ext, feature = NEEDS[a]
+        if ext not in dev.caps.extensions:
+            return f"[driver] {ext} not exposed by {driver}"
+        if not dev.caps.has(feature):
+            return f"[driver] {driver} does not support {feature}"
+    if not matching(test, dev.caps.coopmat_shapes):
+        return (f"[driver] {driver} reports no subgroup cooperative-matrix shape with "
+                f"{a.upper()} operands and {c.upper()} accumulators")
+    if a == "fp64" and not dev.caps.has("shaderFloat64"):
+        return f"[driver] {driver} does not support shaderFloat64"
+    return None
+
+
+def variants(test: TestSpec, dev) -> tuple[Variant, ...]:
+    out = []
+    for s in matching(test, dev.caps.coopmat_shapes):
+        prefix = "u8:" if s.a == "uint8" else ""
+        out.append(catalog.shape(s.m, s.n, s.k, prefix))
+    return tuple(dict.fromkeys(out))
+
+
+def _rewrite(text: str, old_type: str, new_type: str, capabilities: dict, extension: str | None,
+             strides: dict) -> str:
+    """Swap one scalar type declaration and its capabilities in a disassembled module."""
+    text = re.sub(rf"^(\s*%\w+ = ){re.escape(old_type)}$", rf"\g<1>{new_type}", text, flags=re.M)
+    for old, new in capabilities.items():
+        text = text.replace(f"OpCapability {old}\n", "".join(f"OpCapability {c}\n" for c in new))
+    if extension:    # extensions follow the capabilities, before the glslang ones
+        text = text.replace("OpExtension", f'OpExtension "{extension}"\nOpExtension', 1)
+    for old, new in strides.items():
+        text = re.sub(rf"(OpDecorate %\w+ ArrayStride) {old}$", rf"\g<1> {new}", text, flags=re.M)
+    return text
+
+
+REWRITES = {
+    # operand: (GLSL operand type it starts from, rewrite arguments)
+    "bf16": ("float16_t", ("OpTypeFloat 16", "OpTypeFloat 16 BFloat16KHR",
+                           {"Float16": ["BFloat16TypeKHR", "BFloat16CooperativeMatrixKHR"]},
+                           "SPV_KHR_bfloat16", {})),
+    "fp8_e4m3": ("float16_t", ("OpTypeFloat 16", "OpTypeFloat 8 Float8E4M3EXT",
+                               {"Float16": ["Float8EXT", "Float8CooperativeMatrixEXT"],
+                                "StorageBuffer16BitAccess": ["StorageBuffer8BitAccess"]},
+                               "SPV_EXT_float8", {2: 1})),
+    "fp8_e5m2": ("float16_t", ("OpTypeFloat 16", "OpTypeFloat 8 Float8E5M2EXT",
+                               {"Float16": ["Float8EXT", "Float8CooperativeMatrixEXT"],
+                                "StorageBuffer16BitAccess": ["StorageBuffer8BitAccess"]},
+                               "SPV_EXT_float8", {2: 1})),
+    "fp64": ("float", ("OpTypeFloat 32", "OpTypeFloat 64", {"Shader": ["Shader", "Float64"]}, None, {4: 8})),
+}
+
+
+def module(a: str, c: str, m: int, n: int, k: int, accumulators: int) -> bytes:
+    """The validated SPIR-V for one shape (rewritten from the GLSL module where GLSL cannot spell a)."""
+    settings = {"M": m, "N": n, "K": k, "ACC": accumulators, "UNROLL": catalog.UNROLL}
+    if a not in REWRITES:
+        return shaders.compile_shader("matrix_coopmat.comp", {**settings, "A_T": GLSL[a], "C_T": GLSL[c]})
+    base_type, args = REWRITES[a]
+    c_glsl = "float" if a == "fp64" else GLSL[c]
+    base = shaders.compile_shader("matrix_coopmat.comp", {**settings, "A_T": base_type, "C_T": c_glsl})
+    return shaders.assemble(_rewrite(shaders.disassemble(base, raw_ids=False), *args), f"matrix {a}.{c} {settings}")
+
+
+class MatrixWorkload:
+    """One shape: a pipeline holding A, B and the accumulators in registers, and its op count."""
+
+    def __init__(self, test: TestSpec, variant: Variant, dev):
+        self.test, self.variant, self.dev, self.name = test, variant, dev, variant.name
+        a, c = _types(test)
+        if variant.name.startswith("u8:"):
+            a, c = "uint8", "uint32"
+        m, n, k = variant.shape
+        code = module(a, c, m, n, k, test.accumulators)
+        sub = dev.caps.subgroup_size
+        local = sub * 4
+        threads = WAVES * dev.caps.units * dev.caps.threads_per_unit if dev.caps.units and dev.caps.threads_per_unit \
+            else 1 << 18
+        self.groups = max(1, threads // local)
+        self.subgroups = self.groups * (local // sub)
+        self.inputs = ref.make_inputs(m, n, k, a, c, test.accumulators)
+        self.out_dtype = ref.STORAGE[c]
+        self.tile = (m, n)
+        self.pipeline = dev.pipeline(code, bindings=3, local_size=local, label=f"{test.name}-{variant.name}")
+        self.ab = dev.buffer(len(self.inputs.operands(verify=True)))
+        self.c0 = dev.buffer(len(self.inputs.accumulators()))
+        self.out = dev.buffer(self.subgroups * m * n * np.dtype(self.out_dtype).itemsize)
+        dev.upload(self.c0, self.inputs.accumulators())
+        dev.upload(self.ab, self.inputs.operands(verify=False))
+        dev.bind(self.pipeline, [self.out, self.ab, self.c0])
+        self.params = {"variant": variant.name, "shader": "matrix_coopmat.comp", "m": m, "n": n, "k": k,
+                       "operands": a, "accumulator": c, "workgroup_size": local, "workgroups": self.groups,
+                       "subgroups": self.subgroups, "accumulators": test.accumulators,
+                       "unroll": variant.unroll, "ops_per_step": variant.ops_per_step}
+        self.evidence = {"driver_shapes": [s.describe() for s in dev.caps.coopmat_shapes]}
+        if self.pipeline.statistics:
+            self.evidence["pipeline_statistics"] = self.pipeline.statistics
+
+    def run(self, size: int) -> float:
+        return self.dev.dispatch(self.pipeline, self.groups, [size])
+
+    def work(self, size: int) -> float:
+        return float(self.subgroups) * size * self.variant.unroll * self.test.accumulators * self.variant.ops_per_step
+
+    def verify(self) -> str | None:
+        """One iteration with B2 = B1 on the full grid, output poisoned first, every tile checked."""
+        self.dev.upload(self.ab, self.inputs.operands(verify=True))
+        self.dev.fill(self.out, 0xFFFFFFFF)
+        try:
+            self.run(1)
+        finally:
+            self.dev.upload(self.ab, self.inputs.operands(verify=False))
+        got = np.frombuffer(self.dev.download(self.out), dtype=self.out_dtype).reshape(self.subgroups, *self.tile)
+        return ref.compare(got, ref.reference(self.inputs, self.variant.unroll))
+
+    def close(self) -> None:
+        for b in (self.ab, self.c0, self.out):
+            self.dev.free(b)
+        self.dev.destroy(self.pipeline)
+
+

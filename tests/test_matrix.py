@@ -1,0 +1,133 @@
+"""Matrix tests: the host reference, the shape selection, the unsupported reasons, and every
+generated cooperative-matrix module (GLSL and the BF16/FP8/FP64 rewrites) through spirv-val."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from peakbench.catalog import default_catalog
+from peakbench.catalog import matrix_reference as ref
+from peakbench.catalog.matrix import UNROLL
+
+CATALOG = default_catalog()
+
+
+def emulate(inputs: ref.MatrixInputs, unroll: int, verify: bool) -> np.ndarray:
+    """The kernel's loop written out: tiles alternate A*B1 and A*B2 steps, then are summed."""
+    b2 = inputs.b if verify else -inputs.b
+    tiles = inputs.c0.astype(np.float64).copy()
+    for step in range(unroll):
+        tiles = tiles + inputs.a @ (inputs.b if step % 2 == 0 else b2)
+    return tiles.sum(axis=0)
+
+
+@pytest.mark.parametrize("m, n, k, a, c", [(16, 16, 16, "fp16", "fp32"), (16, 8, 8, "fp16", "fp16"),
+                                           (16, 16, 32, "int8", "int32"), (16, 8, 32, "uint8", "uint32"),
+                                           (16, 16, 16, "bf16", "fp32"), (16, 16, 32, "fp8_e4m3", "fp32")])
+def test_reference_is_the_loop_with_b2_equal_b1(m, n, k, a, c):
+    inputs = ref.make_inputs(m, n, k, a, c, 8)
+    want = ref.reference(inputs, UNROLL)
+    assert want.shape == (m, n)
+    assert np.array_equal(want, emulate(inputs, UNROLL, verify=True))
+    # Timed runs (B2 = -B1) return to the start tiles every two steps: bounded however long.
+    assert np.array_equal(emulate(inputs, UNROLL, verify=False), inputs.c0.sum(axis=0))
+    # One step fewer, or one accumulator fewer, changes the stored tile.
+    assert not np.array_equal(want, emulate(inputs, UNROLL - 1, verify=True))
+    assert not np.array_equal(want, want - (inputs.c0[0] + UNROLL * inputs.a @ inputs.b))
+
+
+@pytest.mark.parametrize("k", [8, 16, 32])
+def test_fp16_accumulation_stays_exact(k):
+    """Every value the fp16 kernel forms is a multiple of 1/64 below 2048/64: exact in fp16."""
+    inputs = ref.make_inputs(16, 16, k, "fp16", "fp16", 8)
+    worst = np.abs(inputs.c0).sum(axis=0) + 8 * UNROLL * (np.abs(inputs.a) @ np.abs(inputs.b))
+    assert worst.max() * 64 < 2048
+    want = ref.reference(inputs, UNROLL)
+    assert np.array_equal(want.astype(np.float16).astype(np.float64), want)
+
+
+def test_operand_encodings():
+    values = np.array([0.125, -0.125, 0.0])
+    assert ref._encode(values, "fp8_e4m3") == bytes([0x20, 0xA0, 0x00])
+    assert ref._encode(values, "fp8_e5m2") == bytes([0x30, 0xB0, 0x00])
+    assert ref._encode(values, "bf16") == np.array([0x3E00, 0xBE00, 0], dtype=np.uint16).tobytes()
+    inputs = ref.make_inputs(16, 8, 16, "fp16", "fp32", 8)
+    timed, verify = inputs.operands(verify=False), inputs.operands(verify=True)
+    a_b1 = 2 * (16 * 16 + 16 * 8)
+    assert timed[:a_b1] == verify[:a_b1] and timed != verify
+    assert np.array_equal(np.frombuffer(timed[a_b1:], np.float16), -np.frombuffer(verify[a_b1:], np.float16))
+
+
+def test_compare_names_the_subgroup_and_element():
+    inputs = ref.make_inputs(16, 8, 16, "int8", "int32", 8)
+    want = ref.reference(inputs, UNROLL)
+    got = np.repeat(want[None], 5, axis=0).astype(np.int32)
+    assert ref.compare(got, want) is None
+    got[3, 2, 1] += 1
+    assert ref.compare(got, want).startswith("1 of 640 values differ from the host reference (first at subgroup 3, element (2, 1)")
+
+
+# -- the Vulkan side ---------------------------------------------------------------------------
+
+coopmat = pytest.importorskip("peakbench.vulkan.coopmat", exc_type=(ImportError, OSError))
+Shape = coopmat.Shape
+
+H200_SHAPES = [Shape(16, 16, 16, "fp16", "fp16", "fp16", "fp16", False, 3),
+               Shape(16, 8, 16, "fp16", "fp16", "fp32", "fp32", False, 3),
+               Shape(16, 16, 32, "uint8", "uint8", "uint32", "uint32", False, 3),
+               Shape(16, 16, 32, "int8", "int8", "int32", "int32", False, 3),
+               Shape(16, 16, 32, "int8", "int8", "int32", "int32", True, 3),      # saturating: skipped
+               Shape(64, 64, 16, "fp16", "fp16", "fp32", "fp32", False, 2),      # workgroup scope: skipped
+               Shape(16, 16, 16, "bf16", "bf16", "fp32", "fp32", False, 3)]
+
+
+def fake_device(extensions=("VK_KHR_cooperative_matrix", "VK_KHR_shader_bfloat16"), shapes=H200_SHAPES, **features):
+    feats = {"cooperativeMatrix": True, "shaderBFloat16CooperativeMatrix": True, "shaderFloat64": True, **features}
+    caps = SimpleNamespace(extensions=set(extensions), coopmat_shapes=list(shapes), has=lambda f: bool(feats.get(f)))
+    return SimpleNamespace(caps=caps, info=SimpleNamespace(driver="1.2.3", extra={"driver_name": "Fake"}))
+
+
+def test_variants_are_the_reported_subgroup_shapes():
+    dev = fake_device()
+    names = lambda t: [v.name for v in coopmat.variants(CATALOG.get(t), dev)]
+    assert names("matrix.int8.int32") == ["u8:16x16x32", "16x16x32"]
+    assert names("matrix.fp16.fp32") == ["16x8x16"]
+    assert names("matrix.fp16.fp16") == ["16x16x16"]
+    assert names("matrix.bf16.fp32") == ["16x16x16"]
+
+
+@pytest.mark.parametrize("test, dev, reason", [
+    ("matrix.tf32.fp32", fake_device(), "[api] Vulkan has no TF32 component type"),
+    ("matrix.int4.int32", fake_device(), "[api] Vulkan has no 4-bit integer"),
+    ("matrix.fp4.fp32", fake_device(), "[api] Vulkan has no 4-bit float"),
+    ("matrix.fp16.fp32", fake_device(extensions=()), "[driver] VK_KHR_cooperative_matrix not exposed by Fake 1.2.3"),
+    ("matrix.fp8_e4m3.fp32", fake_device(), "[driver] VK_EXT_shader_float8 not exposed by Fake 1.2.3"),
+    ("matrix.bf16.fp32", fake_device(shaderBFloat16CooperativeMatrix=False),
+     "[driver] Fake 1.2.3 does not support shaderBFloat16CooperativeMatrix"),
+    ("matrix.fp64.fp64", fake_device(), "[driver] Fake 1.2.3 reports no subgroup cooperative-matrix shape with FP64"),
+    ("matrix.fp16.fp32", fake_device(), None),
+])
+def test_support_reasons(test, dev, reason):
+    got = coopmat.support(CATALOG.get(test), dev)
+    assert got == reason if reason is None else got.startswith(reason)
+
+
+MODULES = [("fp16", "fp32", (16, 16, 16), "OpTypeFloat 16"), ("fp16", "fp16", (16, 8, 8), "OpTypeFloat 16"),
+           ("int8", "int32", (16, 16, 32), "MatrixASignedComponentsKHR"), ("uint8", "uint32", (16, 8, 32), "OpTypeInt 8 0"),
+           ("bf16", "fp32", (16, 16, 16), "OpTypeFloat 16 BFloat16KHR"),
+           ("fp8_e4m3", "fp32", (16, 16, 32), "OpTypeFloat 8 Float8E4M3EXT"),
+           ("fp8_e5m2", "fp32", (16, 16, 32), "OpTypeFloat 8 Float8E5M2EXT"), ("fp64", "fp64", (8, 8, 4), "OpTypeFloat 64")]
+
+
+@pytest.mark.parametrize("a, c, mnk, marker", MODULES, ids=[f"{a}.{c}" for a, c, _, _ in MODULES])
+def test_every_generated_module_passes_spirv_val(a, c, mnk, marker):
+    from peakbench.vulkan import shaders
+    code = coopmat.module(a, c, *mnk, 8)          # compiles or rewrites, then spirv-val inside
+    shaders.validate(code, f"{a}.{c}")
+    text = shaders.disassemble(code, raw_ids=False)
+    assert marker in text
+    assert text.count("OpCooperativeMatrixMulAddKHR") >= 2, "the loop alternates B1 and B2"
+    if a in ("bf16", "fp8_e4m3", "fp8_e5m2"):
+        assert "OpTypeFloat 16\n" not in text, "no FP16 left behind in a rewritten module"
