@@ -5,7 +5,9 @@
 // takes UNROLL steps per loop iteration, alternating C = A*B1 + C and C = A*B2 + C:
 //   ops per subgroup = iterations * UNROLL * ACC * 2 * M * N * K
 // The operands come from buffers (B2 = -B1 when timed, B1 when verified), and the tiles' sum is
-// stored, so no step can be dropped. Defines: A_T, C_T, M, N, K, ACC, UNROLL (even).
+// stored, so no step can be dropped. Defines: A_T, C_T, M, N, K, ACC, UNROLL (even), and
+// WORKGROUP_SCOPE: 0 for subgroup-scope tiles (one tile set per subgroup), 1 for the whole
+// workgroup sharing one tile set (VK_NV_cooperative_matrix2's workgroup scope).
 // BF16 and FP8 variants are this module with the 16-bit float type rewritten (vulkan/coopmat.py).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -20,10 +22,18 @@ layout(std430, binding = 1) readonly buffer Operands { A_T ab[]; };
 layout(std430, binding = 2) readonly buffer Accumulators { C_T c0[]; };
 
 #define ROW gl_CooperativeMatrixLayoutRowMajor
+#if WORKGROUP_SCOPE
+#define TILE(use, T, R, C) coopmat<T, gl_ScopeWorkgroup, R, C, use>
+#else
 #define TILE(use, T, R, C) coopmat<T, gl_ScopeSubgroup, R, C, use>
+#endif
 
 void main() {
-    uint subgroup = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID;
+#if WORKGROUP_SCOPE
+    uint owner = gl_WorkGroupID.x;
+#else
+    uint owner = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID;
+#endif
     TILE(gl_MatrixUseA, A_T, M, K) a;
     TILE(gl_MatrixUseB, A_T, K, N) b1;   // one declarator per line: glslang 13 loses the
     TILE(gl_MatrixUseB, A_T, K, N) b2;   // matrix use of the second one
@@ -39,5 +49,5 @@ void main() {
         }
     }
     [[unroll]] for (uint k = 1; k < ACC; k++) acc[0] = acc[0] + acc[k];
-    coopMatStore(acc[0], result, subgroup * M * N, N, ROW);
+    coopMatStore(acc[0], result, owner * M * N, N, ROW);
 }

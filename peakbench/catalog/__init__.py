@@ -19,6 +19,8 @@ class Variant:
     unroll: int = 16          # steps per loop iteration: loop overhead is amortized over
                               # unroll * accumulators steps, code size grows with it
     shape: tuple = ()         # (M, N, K) of a matrix variant
+    accumulators: int = 0     # overrides the test's accumulators where a variant needs fewer
+    scope: str = ""           # matrix variants: "subgroup" or "workgroup"
 
 
 @dataclass(frozen=True)

@@ -5,15 +5,17 @@ A test names its operand and accumulator types; the shapes come from the device 
 Per step each of `accumulators` tiles takes one multiply-add of an M x K by a K x N matrix:
 
     ops per subgroup = iterations * unroll * accumulators * 2 * M * N * K
+(per workgroup for workgroup-scope variants, where the whole workgroup shares one set of tiles).
 """
 from peakbench.catalog import TestSpec, Variant
 
 UNROLL = 4   # steps per loop iteration; an MMA step is long, so the loop costs nothing at 4
 
 
-def shape(m: int, n: int, k: int, prefix: str = "") -> Variant:
+def shape(m: int, n: int, k: int, prefix: str = "", scope: str = "subgroup", accumulators: int = 0) -> Variant:
+    """A subgroup-scope shape, or (prefix "wg") one tile set shared by a whole workgroup."""
     return Variant(f"{prefix}{m}x{n}x{k}", width=1, ops_per_step=2 * m * n * k, unroll=UNROLL,
-                   shape=(m, n, k))
+                   shape=(m, n, k), accumulators=accumulators, scope=scope)
 
 
 def _mma(a: str, c: str, unit: str = "TFLOPS") -> TestSpec:

@@ -17,7 +17,10 @@ from peakbench.catalog import matrix_reference as ref
 from peakbench.vulkan import shaders
 
 EXT = "VK_KHR_cooperative_matrix"
-SCOPE_SUBGROUP = 3
+SCOPE_WORKGROUP, SCOPE_SUBGROUP = 2, 3
+# Workgroup-scope shapes tried where VK_NV_cooperative_matrix2 allows them: (M, N, K, accumulators),
+# sized so the tiles fit in registers when a workgroup of 128+ invocations shares them.
+WORKGROUP_SHAPES = ((64, 64, 32, 4), (128, 64, 32, 2))
 COMPONENTS = {0: "fp16", 1: "fp32", 2: "fp64", 3: "int8", 4: "int16", 5: "int32", 6: "int64",
               7: "uint8", 8: "uint16", 9: "uint32", 10: "uint64", 1000141000: "bf16",
               1000491002: "fp8_e4m3", 1000491003: "fp8_e5m2"}
@@ -49,9 +52,15 @@ class Shape:
     result: str
     saturating: bool
     scope: int
+    invocations: int = 0        # workgroup-scope (flexible) shapes: the workgroup size they need
 
     def describe(self) -> str:
-        return f"{self.m}x{self.n}x{self.k} {self.a}*{self.b}+{self.c}->{self.result}"
+        text = f"{self.m}x{self.n}x{self.k} {self.a}*{self.b}+{self.c}->{self.result}"
+        if self.saturating:
+            text += " saturating"
+        if self.scope == SCOPE_WORKGROUP:
+            text += f" workgroup scope, granularity, {self.invocations} invocations"
+        return text
 
 
 def query_shapes(instance, physical) -> list[Shape]:
@@ -66,16 +75,41 @@ def query_shapes(instance, physical) -> list[Shape]:
                   name(p.ResultType), bool(p.saturatingAccumulation), p.scope) for p in props]
 
 
+def query_flexible_shapes(instance, physical) -> list[Shape]:
+    """VK_NV_cooperative_matrix2's flexible-dimension entries (granularities in m, n, k); the
+    `vulkan` package predates the entry point and its structure, so both are used raw."""
+    import vulkan as vk
+    from vulkan._vulkan import lib
+    ffi = vk.ffi
+    ptr = lib.vkGetInstanceProcAddr(instance, b"vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV")
+    if ptr == ffi.NULL:
+        return []
+    fn = ffi.cast("VkResult(*)(VkPhysicalDevice, uint32_t*, void*)", ptr)
+    count = ffi.new("uint32_t*")
+    fn(physical, count, ffi.NULL)
+    words = 14                                   # sType, pad, pNext(2), 10 x uint32_t
+    props = ffi.new("uint32_t[]", words * count[0])
+    for i in range(count[0]):
+        props[i * words] = 1000593001            # VkCooperativeMatrixFlexibleDimensionsPropertiesNV
+    fn(physical, count, props)
+    name = lambda t: COMPONENTS.get(t, f"type{t}")
+    out = []
+    for i in range(count[0]):
+        p = [props[i * words + j] for j in range(4, 14)]
+        out.append(Shape(p[0], p[1], p[2], name(p[3]), name(p[4]), name(p[5]), name(p[6]), bool(p[7]), p[8], p[9]))
+    return out
+
+
 def _types(test: TestSpec) -> tuple[str, str]:
     a, c = test.dtype.split(".")
     return a, c
 
 
-def matching(test: TestSpec, shapes: list[Shape]) -> list[Shape]:
+def matching(test: TestSpec, shapes: list[Shape], scope: int = SCOPE_SUBGROUP) -> list[Shape]:
     a, c = _types(test)
     ok_a, ok_c = OPERANDS.get(a, ()), ACCUMULATORS.get(c, ())
     return [s for s in shapes if s.a in ok_a and s.b == s.a and s.c in ok_c and s.result == s.c
-            and s.scope == SCOPE_SUBGROUP and not s.saturating
+            and s.scope == scope and not s.saturating
             and (s.a.startswith("uint") == s.c.startswith("uint"))]
 
 
@@ -101,10 +135,20 @@ def support(test: TestSpec, dev) -> str | None:
 
 
 def variants(test: TestSpec, dev) -> tuple[Variant, ...]:
+    """Every subgroup shape the driver reports, then the workgroup-scope shapes its flexible
+    dimensions allow (VK_NV_cooperative_matrix2), named wg<M>x<N>x<K>."""
     out = []
     for s in matching(test, dev.caps.coopmat_shapes):
         prefix = "u8:" if s.a == "uint8" else ""
         out.append(catalog.shape(s.m, s.n, s.k, prefix))
+    limit = dev.caps.coopmat2.get("max_dimension", 0) if hasattr(dev.caps, "coopmat2") else 0
+    for s in matching(test, dev.caps.coopmat_shapes, SCOPE_WORKGROUP):
+        if s.a == "uint8":
+            continue
+        for m, n, k, acc in WORKGROUP_SHAPES:
+            fits = all(d % g == 0 and d <= limit for d, g in ((m, s.m), (n, s.n), (k, s.k)))
+            if fits:
+                out.append(catalog.shape(m, n, k, "wg", "workgroup", acc))
     return tuple(dict.fromkeys(out))
 
 
@@ -138,9 +182,10 @@ REWRITES = {
 }
 
 
-def module(a: str, c: str, m: int, n: int, k: int, accumulators: int) -> bytes:
+def module(a: str, c: str, m: int, n: int, k: int, accumulators: int, workgroup: bool = False) -> bytes:
     """The validated SPIR-V for one shape (rewritten from the GLSL module where GLSL cannot spell a)."""
-    settings = {"M": m, "N": n, "K": k, "ACC": accumulators, "UNROLL": catalog.UNROLL}
+    settings = {"M": m, "N": n, "K": k, "ACC": accumulators, "UNROLL": catalog.UNROLL,
+                "WORKGROUP_SCOPE": int(workgroup)}
     if a not in REWRITES:
         return shaders.compile_shader("matrix_coopmat.comp", {**settings, "A_T": GLSL[a], "C_T": GLSL[c]})
     base_type, args = REWRITES[a]
@@ -158,14 +203,16 @@ class MatrixWorkload:
         if variant.name.startswith("u8:"):
             a, c = "uint8", "uint32"
         m, n, k = variant.shape
-        code = module(a, c, m, n, k, test.accumulators)
+        self.accumulators = variant.accumulators or test.accumulators
+        workgroup = variant.scope == "workgroup"
+        code = module(a, c, m, n, k, self.accumulators, workgroup)
         sub = dev.caps.subgroup_size
-        local = sub * 4
+        local = self._invocations(a, c) if workgroup else sub * 4
         threads = WAVES * dev.caps.units * dev.caps.threads_per_unit if dev.caps.units and dev.caps.threads_per_unit \
             else 1 << 18
         self.groups = max(1, threads // local)
-        self.subgroups = self.groups * (local // sub)
-        self.inputs = ref.make_inputs(m, n, k, a, c, test.accumulators)
+        self.subgroups = self.groups if workgroup else self.groups * (local // sub)   # tile owners
+        self.inputs = ref.make_inputs(m, n, k, a, c, self.accumulators)
         self.out_dtype = ref.STORAGE[c]
         self.tile = (m, n)
         self.pipeline = dev.pipeline(code, bindings=3, local_size=local, label=f"{test.name}-{variant.name}")
@@ -177,17 +224,24 @@ class MatrixWorkload:
         dev.bind(self.pipeline, [self.out, self.ab, self.c0])
         self.params = {"variant": variant.name, "shader": "matrix_coopmat.comp", "m": m, "n": n, "k": k,
                        "operands": a, "accumulator": c, "workgroup_size": local, "workgroups": self.groups,
-                       "subgroups": self.subgroups, "accumulators": test.accumulators,
+                       "tile_owners": self.subgroups, "scope": variant.scope, "accumulators": self.accumulators,
                        "unroll": variant.unroll, "ops_per_step": variant.ops_per_step}
         self.evidence = {"driver_shapes": [s.describe() for s in dev.caps.coopmat_shapes]}
         if self.pipeline.statistics:
             self.evidence["pipeline_statistics"] = self.pipeline.statistics
 
+    def _invocations(self, a: str, c: str) -> int:
+        """The workgroup size the driver asks for this type combination at workgroup scope."""
+        for s in self.dev.caps.coopmat_shapes:
+            if s.scope == SCOPE_WORKGROUP and s.a == a and s.c == c and not s.saturating:
+                return s.invocations
+        raise ValueError(f"no workgroup-scope entry for {a}.{c}")
+
     def run(self, size: int) -> float:
         return self.dev.dispatch(self.pipeline, self.groups, [size])
 
     def work(self, size: int) -> float:
-        return float(self.subgroups) * size * self.variant.unroll * self.test.accumulators * self.variant.ops_per_step
+        return float(self.subgroups) * size * self.variant.unroll * self.accumulators * self.variant.ops_per_step
 
     def verify(self) -> str | None:
         """One iteration with B2 = B1 on the full grid, output poisoned first, every tile checked."""

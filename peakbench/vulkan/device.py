@@ -13,9 +13,9 @@ from vulkan._vulkan import lib as vk_lib
 
 from peakbench.backend import DeviceInfo
 from peakbench.telemetry import ClockReader
-from peakbench.vulkan.instance import (EXT_BFLOAT16, EXT_COOPMAT, EXT_EXECUTABLE_PROPERTIES, EXT_FLOAT8,
-                                       STYPE_BFLOAT16_FEATURES, STYPE_FLOAT8_FEATURES, Capabilities,
-                                       _chain, _new, _string)
+from peakbench.vulkan.instance import (EXT_BFLOAT16, EXT_COOPMAT, EXT_COOPMAT2, EXT_EXECUTABLE_PROPERTIES,
+                                       EXT_FLOAT8, STYPE_BFLOAT16_FEATURES, STYPE_COOPMAT2_FEATURES,
+                                       STYPE_FLOAT8_FEATURES, Capabilities, _chain, _new, _string)
 
 ffi = vk.ffi
 FENCE_TIMEOUT_S = 120.0
@@ -117,6 +117,13 @@ class VulkanDevice:
             coop.cooperativeMatrix = 1
             chain.append(coop)
             extensions.append(EXT_COOPMAT)
+        if self.caps.has("cooperativeMatrixWorkgroupScope"):
+            cm2 = ffi.new("uint32_t[12]")
+            cm2[0], cm2[4] = STYPE_COOPMAT2_FEATURES, 1
+            cm2[5] = int(f["cooperativeMatrixFlexibleDimensions"])
+            chain.append(ffi.cast("VkBaseOutStructure*", cm2))
+            extensions.append(EXT_COOPMAT2)
+            self._keep.append(cm2)
         if self.caps.has("pipelineExecutableInfo"):
             exe = _new("VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
                        vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR)

@@ -14,6 +14,9 @@ ffi = vk.ffi
 STYPE_BFLOAT16_FEATURES = 1000141000      # VkPhysicalDeviceShaderBfloat16FeaturesKHR
 STYPE_FLOAT8_FEATURES = 1000567000        # VkPhysicalDeviceShaderFloat8FeaturesEXT
 EXT_COOPMAT = "VK_KHR_cooperative_matrix"
+EXT_COOPMAT2 = "VK_NV_cooperative_matrix2"
+STYPE_COOPMAT2_FEATURES = 1000593000      # VkPhysicalDeviceCooperativeMatrix2FeaturesNV
+STYPE_COOPMAT2_PROPERTIES = 1000593002    # VkPhysicalDeviceCooperativeMatrix2PropertiesNV
 EXT_BFLOAT16 = "VK_KHR_shader_bfloat16"
 EXT_FLOAT8 = "VK_EXT_shader_float8"
 EXT_EXECUTABLE_PROPERTIES = "VK_KHR_pipeline_executable_properties"
@@ -70,6 +73,7 @@ class Capabilities:
     threads_per_unit: int | None = None
     dot_product: dict = field(default_factory=dict)  # integer dot product "accelerated" properties
     coopmat_shapes: list = field(default_factory=list)  # coopmat.Shape per reported combination
+    coopmat2: dict = field(default_factory=dict)        # VK_NV_cooperative_matrix2 limits
 
     def has(self, feature: str) -> bool:
         return bool(self.features.get(feature))
@@ -90,6 +94,11 @@ def probe_features(pd, extensions: set) -> dict:
         fp8 = ffi.new("uint32_t[8]")                 # sType, pad, pNext(2), 2 x VkBool32
         fp8[0] = STYPE_FLOAT8_FEATURES
         chain.append(ffi.cast("VkBaseOutStructure*", fp8))
+    cm2 = None
+    if EXT_COOPMAT2 in extensions:
+        cm2 = ffi.new("uint32_t[12]")                # sType, pad, pNext(2), 7 x VkBool32, pad
+        cm2[0] = STYPE_COOPMAT2_FEATURES
+        chain.append(ffi.cast("VkBaseOutStructure*", cm2))
     coop = None
     if EXT_COOPMAT in extensions:
         coop = _new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
@@ -117,6 +126,8 @@ def probe_features(pd, extensions: set) -> dict:
         "pipelineExecutableInfo": bool(exe and exe.pipelineExecutableInfo),
         "shaderFloat8": bool(fp8 and fp8[4]), "shaderFloat8CooperativeMatrix": bool(fp8 and fp8[5]),
         "cooperativeMatrix": bool(coop and coop.cooperativeMatrix),
+        "cooperativeMatrixWorkgroupScope": bool(cm2 and cm2[4]),
+        "cooperativeMatrixFlexibleDimensions": bool(cm2 and cm2[5]),
         "vulkanMemoryModel": f12.vulkanMemoryModel,
     }
 
@@ -129,7 +140,11 @@ def probe(instance, pd, index: int) -> tuple[DeviceInfo, Capabilities]:
     dot = _new("VkPhysicalDeviceShaderIntegerDotProductProperties",
                vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES)
     chain = [driver, ids, sub, dot]
-    sm = amd = amd2 = None
+    sm = amd = amd2 = cm2 = None
+    if EXT_COOPMAT2 in extensions:
+        cm2 = ffi.new("uint32_t[8]")                 # sType, pad, pNext(2), 3 x uint32_t, pad
+        cm2[0] = STYPE_COOPMAT2_PROPERTIES
+        chain.append(ffi.cast("VkBaseOutStructure*", cm2))
     if EXT_SM_BUILTINS in extensions:
         sm = _new("VkPhysicalDeviceShaderSMBuiltinsPropertiesNV",
                   vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV)
@@ -152,8 +167,12 @@ def probe(instance, pd, index: int) -> tuple[DeviceInfo, Capabilities]:
                         max_workgroup_size=p.limits.maxComputeWorkGroupSize[0],
                         subgroup_size=sub.subgroupSize)
     if EXT_COOPMAT in extensions:
-        from peakbench.vulkan.coopmat import query_shapes
+        from peakbench.vulkan.coopmat import query_flexible_shapes, query_shapes
         caps.coopmat_shapes = query_shapes(instance, pd)
+        if cm2 is not None and caps.has("cooperativeMatrixWorkgroupScope"):
+            caps.coopmat2 = {"max_workgroup_size": cm2[4], "max_dimension": cm2[5],
+                             "reserved_shared_memory": cm2[6]}
+            caps.coopmat_shapes += query_flexible_shapes(instance, pd)
     caps.dot_product = {
         "4x8BitPackedSignedAccelerated": bool(dot.integerDotProduct4x8BitPackedSignedAccelerated),
         "4x8BitPackedMixedSignednessAccelerated": bool(dot.integerDotProduct4x8BitPackedMixedSignednessAccelerated),
