@@ -21,6 +21,7 @@ class Variant:
     shape: tuple = ()         # (M, N, K) of a matrix variant
     accumulators: int = 0     # overrides the test's accumulators where a variant needs fewer
     scope: str = ""           # matrix variants: "subgroup" or "workgroup"
+    invocations: int = 0      # workgroup scope: the invocations that share one set of tiles
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,16 @@ from peakbench.catalog import TestSpec, Variant
 UNROLL = 4   # steps per loop iteration; an MMA step is long, so the loop costs nothing at 4
 
 
-def shape(m: int, n: int, k: int, prefix: str = "", scope: str = "subgroup", accumulators: int = 0) -> Variant:
-    """A subgroup-scope shape, or (prefix "wg") one tile set shared by a whole workgroup."""
+def shape(m: int, n: int, k: int, prefix: str = "") -> Variant:
+    """A subgroup-scope shape: each subgroup owns its tiles."""
     return Variant(f"{prefix}{m}x{n}x{k}", width=1, ops_per_step=2 * m * n * k, unroll=UNROLL,
-                   shape=(m, n, k), accumulators=accumulators, scope=scope)
+                   shape=(m, n, k), scope="subgroup")
+
+
+def workgroup_shape(m: int, n: int, k: int, invocations: int, accumulators: int) -> Variant:
+    """One set of tiles shared by a whole workgroup of `invocations` (named wg<invocations>:...)."""
+    return Variant(f"wg{invocations}:{m}x{n}x{k}", width=1, ops_per_step=2 * m * n * k, unroll=UNROLL,
+                   shape=(m, n, k), accumulators=accumulators, scope="workgroup", invocations=invocations)
 
 
 def _mma(a: str, c: str, unit: str = "TFLOPS") -> TestSpec:

@@ -20,7 +20,7 @@ EXT = "VK_KHR_cooperative_matrix"
 SCOPE_WORKGROUP, SCOPE_SUBGROUP = 2, 3
 # Workgroup-scope shapes tried where VK_NV_cooperative_matrix2 allows them: (M, N, K, accumulators),
 # sized so the tiles fit in registers when a workgroup of 128+ invocations shares them.
-WORKGROUP_SHAPES = ((64, 64, 32, 4), (128, 64, 32, 2))
+WORKGROUP_SHAPES = ((64, 64, 32, 4), (128, 128, 32, 1))
 COMPONENTS = {0: "fp16", 1: "fp32", 2: "fp64", 3: "int8", 4: "int16", 5: "int32", 6: "int64",
               7: "uint8", 8: "uint16", 9: "uint32", 10: "uint64", 1000141000: "bf16",
               1000491002: "fp8_e4m3", 1000491003: "fp8_e5m2"}
@@ -142,13 +142,13 @@ def variants(test: TestSpec, dev) -> tuple[Variant, ...]:
         prefix = "u8:" if s.a == "uint8" else ""
         out.append(catalog.shape(s.m, s.n, s.k, prefix))
     limit = dev.caps.coopmat2.get("max_dimension", 0) if hasattr(dev.caps, "coopmat2") else 0
+    # The widest workgroups the driver offers (128 and more invocations) sharing 64-128 wide tiles.
     for s in matching(test, dev.caps.coopmat_shapes, SCOPE_WORKGROUP):
-        if s.a == "uint8":
+        if s.a == "uint8" or s.invocations < 128:
             continue
         for m, n, k, acc in WORKGROUP_SHAPES:
-            fits = all(d % g == 0 and d <= limit for d, g in ((m, s.m), (n, s.n), (k, s.k)))
-            if fits:
-                out.append(catalog.shape(m, n, k, "wg", "workgroup", acc))
+            if all(d % g == 0 and d <= limit for d, g in ((m, s.m), (n, s.n), (k, s.k))):
+                out.append(catalog.workgroup_shape(m, n, k, s.invocations, acc))
     return tuple(dict.fromkeys(out))
 
 
@@ -207,7 +207,7 @@ class MatrixWorkload:
         workgroup = variant.scope == "workgroup"
         code = module(a, c, m, n, k, self.accumulators, workgroup)
         sub = dev.caps.subgroup_size
-        local = self._invocations(a, c) if workgroup else sub * 4
+        local = variant.invocations if workgroup else sub * 4
         threads = WAVES * dev.caps.units * dev.caps.threads_per_unit if dev.caps.units and dev.caps.threads_per_unit \
             else 1 << 18
         self.groups = max(1, threads // local)
@@ -229,13 +229,6 @@ class MatrixWorkload:
         self.evidence = {"driver_shapes": [s.describe() for s in dev.caps.coopmat_shapes]}
         if self.pipeline.statistics:
             self.evidence["pipeline_statistics"] = self.pipeline.statistics
-
-    def _invocations(self, a: str, c: str) -> int:
-        """The workgroup size the driver asks for this type combination at workgroup scope."""
-        for s in self.dev.caps.coopmat_shapes:
-            if s.scope == SCOPE_WORKGROUP and s.a == a and s.c == c and not s.saturating:
-                return s.invocations
-        raise ValueError(f"no workgroup-scope entry for {a}.{c}")
 
     def run(self, size: int) -> float:
         return self.dev.dispatch(self.pipeline, self.groups, [size])
