@@ -131,3 +131,23 @@ def test_every_generated_module_passes_spirv_val(a, c, mnk, marker):
     assert text.count("OpCooperativeMatrixMulAddKHR") >= 2, "the loop alternates B1 and B2"
     if a in ("bf16", "fp8_e4m3", "fp8_e5m2"):
         assert "OpTypeFloat 16\n" not in text, "no FP16 left behind in a rewritten module"
+
+
+def test_workgroup_scope_variants_follow_the_flexible_entries():
+    wg = [Shape(32, 32, 16, "fp16", "fp16", "fp32", "fp32", False, 2, 256),
+          Shape(32, 16, 16, "fp16", "fp16", "fp32", "fp32", False, 2, 128),
+          Shape(16, 16, 16, "fp16", "fp16", "fp32", "fp32", False, 2, 32)]      # too narrow: skipped
+    dev = fake_device(shapes=H200_SHAPES + wg)
+    dev.caps.coopmat2 = {"max_dimension": 256}
+    got = {v.name: v for v in coopmat.variants(CATALOG.get("matrix.fp16.fp32"), dev)}
+    assert list(got) == ["16x8x16", "wg256:64x64x32", "wg256:128x128x32", "wg128:64x64x32"]
+    v = got["wg256:128x128x32"]
+    assert (v.scope, v.invocations, v.accumulators, v.ops_per_step) == ("workgroup", 256, 1, 2 * 128 * 128 * 32)
+    dev.caps.coopmat2 = {"max_dimension": 64}
+    assert "wg256:128x128x32" not in [v.name for v in coopmat.variants(CATALOG.get("matrix.fp16.fp32"), dev)]
+
+
+def test_workgroup_scope_module_passes_spirv_val():
+    from peakbench.vulkan import shaders
+    text = shaders.disassemble(coopmat.module("fp16", "fp32", 64, 64, 32, 4, workgroup=True), raw_ids=False)
+    assert "OpTypeCooperativeMatrixKHR %half %uint_2 %uint_64 %uint_32" in text      # scope 2 = Workgroup
