@@ -193,7 +193,7 @@ def cmd_run(args) -> int:
             try:
                 for test in tests:
                     progress(f"[{backend.name}:{index}] {test.name} ...")
-                    result = with_spec(run_test(device, test, settings, progress), spec)
+                    result = with_spec(run_test(device, test, settings, progress, spec), spec)
                     failed |= result.status == "failed"
                     if result.status != "ok":
                         progress(f"  {test.name}: {result.status}: {result.reason}")

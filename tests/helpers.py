@@ -30,4 +30,5 @@ def gpu_required(config) -> bool:
 def alu_params(keep=lambda test, variant: True, marks=lambda test, variant: ()) -> list:
     """pytest params (test, variant), id "test-variant", for every vector-ALU kernel of the catalog."""
     return [pytest.param(t, v, id=f"{t.name}-{v.name}", marks=marks(t, v))
-            for t in default_catalog().tests if t.kernel for v in t.variants if keep(t, v)]
+            for t in default_catalog().tests if t.family == "compute" and t.kernel
+            for v in t.variants if keep(t, v)]

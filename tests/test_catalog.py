@@ -9,6 +9,8 @@ CATALOG = default_catalog()
 COMPUTE = ["compute.fp64", "compute.fp32", "compute.fp16", "compute.bf16", "compute.int32",
            "compute.int16", "compute.int8", "compute.fp8_e4m3", "compute.fp8_e5m2", "compute.int4", "compute.fp4"]
 ALU = [t for t in CATALOG.tests if t.family == "compute" and t.kernel]
+MEMORY = ["memory.read", "memory.write", "memory.copy", "latency.l0", "latency.l1", "latency.l2", "latency.l3",
+          "latency.dram", "launch.overhead"]
 MATRIX = ["matrix.fp16.fp16", "matrix.fp16.fp32", "matrix.bf16.fp32", "matrix.tf32.fp32", "matrix.fp8_e4m3.fp32",
           "matrix.fp8_e5m2.fp32", "matrix.int8.int32", "matrix.int4.int32", "matrix.fp4.fp32", "matrix.fp64.fp64"]
 
@@ -61,8 +63,8 @@ def test_types_without_a_vector_path_have_no_kernel():
 
 
 @pytest.mark.parametrize("patterns, want", [
-    (None, COMPUTE + MATRIX),
-    ([], COMPUTE + MATRIX),
+    (None, COMPUTE + MATRIX + MEMORY),
+    ([], COMPUTE + MATRIX + MEMORY),
     (["compute.fp32"], ["compute.fp32"]),
     (["compute.fp8_*"], ["compute.fp8_e4m3", "compute.fp8_e5m2"]),
     (["compute.int*", "compute.fp64"], ["compute.fp64", "compute.int32", "compute.int16", "compute.int8",

@@ -64,5 +64,5 @@ class Catalog:
 
 
 def default_catalog() -> Catalog:
-    from peakbench.catalog import compute, matrix
-    return Catalog(list(compute.TESTS) + list(matrix.TESTS))
+    from peakbench.catalog import compute, matrix, memory
+    return Catalog(list(compute.TESTS) + list(matrix.TESTS) + list(memory.TESTS))

@@ -41,7 +41,8 @@ def unsupported(test: TestSpec, reason: str) -> Result:
     return Result(test.name, "failed", test.unit, reason=f"unsupported without a category: {reason}")
 
 
-def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str], None]) -> Result:
+def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str], None],
+             spec: GpuSpec | None = None) -> Result:
     reason = device.support(test)
     if reason:
         return unsupported(test, reason)
@@ -59,8 +60,14 @@ def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str
             if problem:
                 return Result(test.name, "failed", test.unit, reason=f"variant {variant.name}: {problem}",
                               params=dict(workload.params), evidence=dict(workload.evidence))
-            v = measure(workload, test.unit, settings, started, device.clock_mhz)
+            if hasattr(workload, "measure"):      # latency and launch: the workload measures itself
+                v = workload.measure(settings, device.clock_mhz, spec)
+            else:
+                v = measure(workload, test.unit, settings, started, device.clock_mhz)
             v.name = variant.name
+            series = workload.series() if hasattr(workload, "series") else None
+            if series:
+                v.evidence["series"] = series
             variants.append(v)
             progress(f"  {test.name} {variant.name}: {v.summary.median:.4g} {test.unit}"
                      f" (spread {v.summary.spread_pct:.1f}%, {v.summary.samples} samples"
@@ -81,6 +88,8 @@ def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str
     params["size"] = best.size
     params["variants"] = {v.name: {"median": round(v.summary.median, 4), "spread_pct": round(v.summary.spread_pct, 2),
                                    "clock_mhz": v.clock_mhz} for v in variants}
+    evidence = dict(best.evidence)
+    series = evidence.pop("series", None)
     return Result(test.name, "ok", test.unit, value=round_significant(best.summary.median, 4),
                   stats=best.summary.as_json(), clock_mhz=best.clock_mhz, params=params,
-                  evidence=best.evidence)
+                  evidence=evidence, series=series)

@@ -171,6 +171,22 @@ class VulkanDevice:
         self._buffers.append(buf)
         return buf
 
+    def memory_budget(self) -> int:
+        """Bytes this process may use in the largest device-local heap (VK_EXT_memory_budget where
+        the driver has it, else the heap's size)."""
+        props = self.memory_props
+        local = [i for i in range(props.memoryHeapCount)
+                 if props.memoryHeaps[i].flags & vk.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT] or [0]
+        sizes = {i: props.memoryHeaps[i].size for i in local}
+        if "VK_EXT_memory_budget" in self.caps.extensions:
+            budget = _new("VkPhysicalDeviceMemoryBudgetPropertiesEXT",
+                          vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT)
+            p2 = _new("VkPhysicalDeviceMemoryProperties2", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2)
+            p2.pNext = ffi.cast("void*", budget)
+            vk.vkGetPhysicalDeviceMemoryProperties2(self.physical, p2)
+            sizes = {i: min(sizes[i], budget.heapBudget[i] or sizes[i]) for i in local}
+        return max(sizes.values())
+
     def free(self, buf: Buffer) -> None:
         vk.vkDestroyBuffer(self.device, buf.handle, None)
         vk.vkFreeMemory(self.device, buf.memory, None)
@@ -229,10 +245,12 @@ class VulkanDevice:
                 flags=flags, stage=stage, layout=layout)], None)[0]
         except vk.VkError as e:
             raise VulkanError(f"vkCreateComputePipelines failed: {type(e).__name__}") from None
-        pool = vk.vkCreateDescriptorPool(d, vk.VkDescriptorPoolCreateInfo(maxSets=1, pPoolSizes=[
-            vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=bindings)]), None)
-        dset = vk.vkAllocateDescriptorSets(d, vk.VkDescriptorSetAllocateInfo(
-            descriptorPool=pool, pSetLayouts=[set_layout]))[0]
+        pool = dset = None
+        if bindings:
+            pool = vk.vkCreateDescriptorPool(d, vk.VkDescriptorPoolCreateInfo(maxSets=1, pPoolSizes=[
+                vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=bindings)]), None)
+            dset = vk.vkAllocateDescriptorSets(d, vk.VkDescriptorSetAllocateInfo(
+                descriptorPool=pool, pSetLayouts=[set_layout]))[0]
         stats = self._statistics(handle, label) if capture else {}
         p = Pipeline(handle, layout, set_layout, pool, dset, module, stats)
         self._pipelines.append(p)
@@ -240,7 +258,8 @@ class VulkanDevice:
 
     def destroy(self, p: Pipeline) -> None:
         vk.vkDestroyPipeline(self.device, p.handle, None)
-        vk.vkDestroyDescriptorPool(self.device, p.pool, None)
+        if p.pool is not None:
+            vk.vkDestroyDescriptorPool(self.device, p.pool, None)
         vk.vkDestroyPipelineLayout(self.device, p.layout, None)
         vk.vkDestroyDescriptorSetLayout(self.device, p.set_layout, None)
         vk.vkDestroyShaderModule(self.device, p.module, None)
@@ -321,24 +340,30 @@ class VulkanDevice:
             raise VulkanError(f"the GPU did not finish within {FENCE_TIMEOUT_S:.0f} s (fence timeout)") from None
         vk.vkResetFences(self.device, 1, [self.fence])
 
-    def dispatch(self, p: Pipeline, groups: int, push: list[int]) -> float:
-        """Run one dispatch and return its GPU time in seconds (timestamps, else wall clock)."""
+    def dispatch(self, p: Pipeline, groups: int, push: list[int], timestamps: bool = True) -> float:
+        """Run one dispatch and return its GPU time in seconds (timestamps, else wall clock;
+        timestamps=False times submit to fence on the host, for launch overhead)."""
         values = ffi.new("uint32_t[]", push)
+        timed = timestamps and bool(self.timestamp_mask)
 
         def record(cmd):
-            vk.vkCmdResetQueryPool(cmd, self.query_pool, 0, 2)
+            if timed:
+                vk.vkCmdResetQueryPool(cmd, self.query_pool, 0, 2)
             vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.handle)
-            vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1,
-                                       [p.descriptor_set], 0, None)
+            if p.descriptor_set is not None:
+                vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1,
+                                           [p.descriptor_set], 0, None)
             vk.vkCmdPushConstants(cmd, p.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, 4 * len(push), values)
-            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, self.query_pool, 0)
+            if timed:
+                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, self.query_pool, 0)
             vk.vkCmdDispatch(cmd, groups, 1, 1)
-            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self.query_pool, 1)
+            if timed:
+                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self.query_pool, 1)
 
         t0 = time.perf_counter()
         self._submit(record)
         wall = time.perf_counter() - t0
-        if not self.timestamp_mask:
+        if not timed:
             return wall
         ticks = ffi.new("uint64_t[2]")
         vk.vkGetQueryPoolResults(self.device, self.query_pool, 0, 2, 16, ticks, 8,

@@ -6,7 +6,7 @@ import numpy as np
 from peakbench.backend import Unsupported
 from peakbench.catalog import TestSpec, Variant
 from peakbench.catalog import alu_reference as ref
-from peakbench.vulkan import coopmat
+from peakbench.vulkan import coopmat, memory
 from peakbench.vulkan.instance import EXT_BFLOAT16, EXT_FLOAT8
 from peakbench.vulkan.shaders import compile_shader
 
@@ -47,6 +47,8 @@ NO_KERNEL = {
 def support(test: TestSpec, dev) -> str | None:
     if test.family == "matrix":
         return coopmat.support(test, dev)
+    if test.family in ("memory", "latency", "launch"):
+        return None
     caps, driver = dev.caps, f"{dev.info.extra.get('driver_name', '')} {dev.info.driver}".strip()
     if not test.kernel:
         have = " (exposed here)" if EXT_FLOAT8 in caps.extensions else f" (not exposed by {driver})"
@@ -145,4 +147,12 @@ def prepare(test: TestSpec, variant: Variant, dev):
         raise Unsupported(reason)
     if test.family == "matrix":
         return coopmat.MatrixWorkload(test, variant, dev)
+    if test.family == "memory":
+        return memory.StreamWorkload(test, variant, dev)
+    if test.family == "latency":
+        if getattr(dev, "chase_sweep", None) is None:      # one sweep serves every level
+            dev.chase_sweep = memory.ChaseSweep(dev)
+        return memory.LatencyWorkload(test, variant, dev, dev.chase_sweep)
+    if test.family == "launch":
+        return memory.LaunchWorkload(test, variant, dev)
     return AluWorkload(test, variant, dev)

@@ -1,0 +1,34 @@
+"""Memory bandwidth, load latency per cache level, and launch overhead.
+
+memory.read / memory.write / memory.copy stream a buffer well past the last cache level with
+16-byte accesses (copy counts bytes read plus bytes written). The bandwidth sweep repeats the
+read over working sets from a few KiB up, kept as a series. latency.* come from one pointer chase
+swept over working sets: its plateaus are the levels (l0..l3, dram), found, not assumed.
+launch.overhead is the submit-to-completion time of an empty dispatch.
+"""
+from peakbench.catalog import TestSpec, Variant
+
+STREAM_UNROLL = 4
+
+
+def _stream(name: str, mode: str, description: str) -> TestSpec:
+    return TestSpec(name, "GB/s", "stream", mode, (Variant("x16B", width=4, ops_per_step=16, unroll=STREAM_UNROLL),),
+                    1, description)
+
+
+def _level(name: str, description: str) -> TestSpec:
+    return TestSpec(name, "ns", "chase", name.split(".")[1], (Variant("chase"),), 1, description)
+
+
+TESTS = (
+    _stream("memory.read", "read", "device memory read bandwidth (16-byte loads), with a working-set sweep"),
+    _stream("memory.write", "write", "device memory write bandwidth (16-byte stores)"),
+    _stream("memory.copy", "copy", "device memory copy bandwidth, bytes read plus bytes written"),
+    _level("latency.l0", "load-to-use latency of the first (nearest) cache level, where the GPU has an L0"),
+    _level("latency.l1", "load-to-use latency of the L1 cache level"),
+    _level("latency.l2", "load-to-use latency of the L2 cache level"),
+    _level("latency.l3", "load-to-use latency of the L3 / last-level cache, where the GPU has one"),
+    _level("latency.dram", "load-to-use latency of device memory"),
+    TestSpec("launch.overhead", "us", "launch", "", (Variant("empty"),), 1,
+             "submit-to-completion time of an empty dispatch"),
+)

@@ -1,0 +1,245 @@
+"""Memory tests on Vulkan: stream bandwidth (and its working-set sweep), the pointer-chase
+latency sweep whose plateaus are the cache levels, and launch overhead."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from peakbench.catalog import TestSpec, Variant
+from peakbench.catalog.memory import STREAM_UNROLL
+from peakbench.harness.levels import documented_caches, name_levels, plateaus
+from peakbench.harness.runner import VariantResult, calibrate
+from peakbench.harness.stats import median, summarize
+from peakbench.vulkan.shaders import compile_shader
+
+LOCAL = 256
+MODES = {"read": 0, "write": 1, "copy": 2, "fill": 3}
+LINE = 128                       # chase stride in bytes: at least one cache line on every GPU here
+CPU_BYTES = 64 << 20             # lavapipe: past a CI machine's caches, inside a few hundred MiB
+GPU_BYTES = 1 << 30              # past the largest GPU last-level cache (256 MiB) by 4x
+CHASE_MAX = 512 << 20
+SWEEP_SAMPLE_S = 0.004           # per working-set point of the sweeps
+ROUND = 256                      # chase loads per round of mem_chase.comp
+CPU_ROUNDS = 128
+
+
+def hash32(x: np.ndarray) -> np.ndarray:
+    """The fill kernel's lowbias32, on uint32 arrays."""
+    x = x.astype(np.uint32)
+    x ^= x >> 16
+    x = (x * np.uint32(0x7FEB352D)).astype(np.uint32)
+    x ^= x >> 15
+    x = (x * np.uint32(0x846CA68B)).astype(np.uint32)
+    x ^= x >> 16
+    return x
+
+
+def filled(n_vec: int) -> np.ndarray:
+    return hash32(np.arange(4 * n_vec, dtype=np.uint64).astype(np.uint32)).reshape(n_vec, 4)
+
+
+def written(index: np.ndarray, passno: int) -> np.ndarray:
+    j = index.astype(np.uint32)
+    return np.stack([j, j ^ np.uint32(0x5BD1E995), ~j, (j * np.uint32(2654435761) + np.uint32(passno)).astype(np.uint32)], axis=1)
+
+
+def working_bytes(dev) -> int:
+    """The stream buffer: past every cache level, never more than a quarter of the memory budget."""
+    if dev.info.kind == "cpu":
+        return CPU_BYTES
+    return int(min(GPU_BYTES, dev.memory_budget() // 4))
+
+
+class StreamWorkload:
+    """memory.read / write / copy on one large buffer pair, filled with random-looking data."""
+
+    def __init__(self, test: TestSpec, variant: Variant, dev):
+        self.test, self.dev, self.name = test, dev, variant.name
+        self.mode = test.dtype
+        units, per_unit = dev.caps.units, dev.caps.threads_per_unit
+        threads = units * per_unit if units and per_unit else (units or 1) * 256 if dev.info.kind == "cpu" else 1 << 18
+        self.groups = max(1, threads // LOCAL)
+        self.threads = self.groups * LOCAL
+        self.step = self.threads * STREAM_UNROLL
+        self.n_vec = max(self.step, working_bytes(dev) // 16 // self.step * self.step)
+        self.pipeline = dev.pipeline(compile_shader("mem_stream.comp", {"MODE": MODES[self.mode], "UNROLL": STREAM_UNROLL}),
+                                     bindings=2, local_size=LOCAL, push_bytes=12, label=test.name)
+        self.src = dev.buffer(self.n_vec * 16)
+        out_vec = self.threads if self.mode == "read" else self.n_vec
+        self.dst = dev.buffer(out_vec * 16)
+        fill = dev.pipeline(compile_shader("mem_stream.comp", {"MODE": 3, "UNROLL": STREAM_UNROLL}),
+                            bindings=2, local_size=LOCAL, push_bytes=12, label="fill")
+        dev.bind(fill, [self.dst, self.src])
+        dev.dispatch(fill, self.groups, [1, self.n_vec, 0xFFFFFFFF])
+        dev.destroy(fill)
+        dev.bind(self.pipeline, [self.src, self.dst])
+        self.params = {"buffer_bytes": self.n_vec * 16, "threads": self.threads, "workgroup_size": LOCAL,
+                       "access_bytes": 16, "unroll": STREAM_UNROLL,
+                       "bytes_counted": "read + written" if self.mode == "copy" else self.mode}
+        self.evidence = {"pipeline_statistics": self.pipeline.statistics} if self.pipeline.statistics else {}
+
+    def run(self, size: int, n_vec: int | None = None, mask: int = 0xFFFFFFFF) -> float:
+        return self.dev.dispatch(self.pipeline, self.groups, [size, n_vec or self.n_vec, mask])
+
+    def work(self, size: int) -> float:
+        return float(size) * self.n_vec * 16 * (2 if self.mode == "copy" else 1)
+
+    def verify(self) -> str | None:
+        """One pass over the first few vectors per thread, checked in full against the host."""
+        n = self.step * 2
+        self.dev.fill(self.dst, 0xFFFFFFFF)
+        self.run(1, n)
+        src = filled(n)
+        if self.mode == "read":
+            got = np.frombuffer(self.dev.download(self.dst, self.threads * 16), np.uint32).reshape(self.threads, 4)
+            want = src.reshape(-1, self.threads, 4).astype(np.uint64).sum(axis=0) % (1 << 32)
+        else:
+            got = np.frombuffer(self.dev.download(self.dst, n * 16), np.uint32).reshape(n, 4)
+            want = src if self.mode == "copy" else written(np.arange(n), 0)
+        bad = got != want
+        if bad.any():
+            i = tuple(int(x) for x in np.argwhere(bad)[0])
+            return f"{int(bad.sum())} of {bad.size} words differ from the host reference (first at {i})"
+        return None
+
+    def series(self) -> dict | None:
+        return self.sweep(SWEEP_SAMPLE_S) if self.mode == "read" else None
+
+    def sweep(self, sample_s: float) -> dict:
+        """Read bandwidth with every thread inside one working set, from 4 KiB to the buffer."""
+        sizes, rates = [], []
+        ws = 4096
+        while ws <= self.n_vec * 16:
+            # Cover the whole working set (at least 4 accesses per thread): indices wrap at it.
+            n = max(self.step * 4, ws // 16 // self.step * self.step)
+            run = lambda passes: self.run(passes, n, ws // 16 - 1)
+            passes, _ = calibrate(run, _Budget(sample_s))
+            seconds = median([run(passes) for _ in range(3)])
+            sizes.append(ws)
+            rates.append(round(passes * n * 16 / seconds / 1e9, 2))
+            ws *= 2
+        return {"x": "working_set_bytes", "y": "GB/s", "working_set_bytes": sizes, "GB/s": rates}
+
+    def close(self) -> None:
+        self.dev.free(self.src)
+        self.dev.free(self.dst)
+        self.dev.destroy(self.pipeline)
+
+
+class _Budget:
+    """The two settings calibrate() reads, for the sweeps' short points."""
+    def __init__(self, sample_s: float, max_size: int = 1 << 24):
+        self.sample_s, self.max_size = sample_s, max_size
+
+
+class ChaseSweep:
+    """One pointer chase per working set, 4 KiB up; shared by every latency.* test of a device."""
+
+    def __init__(self, dev, sample_s: float = SWEEP_SAMPLE_S):
+        self.dev = dev
+        code = compile_shader("mem_chase.comp")
+        self.pipeline = dev.pipeline(code, bindings=2, local_size=1, push_bytes=8, label="chase")
+        self.out = dev.buffer(16)
+        self.sizes, self.latencies, self.problem = [], [], None
+        limit = min(CHASE_MAX, working_bytes(dev))
+        rng = np.random.default_rng(12345)
+        ws = 4096
+        try:
+            while ws <= limit:
+                self.sizes.append(ws)
+                self.latencies.append(self._measure(ws, rng, sample_s))
+                ws *= 2
+        finally:
+            dev.free(self.out)
+            dev.destroy(self.pipeline)
+
+    def _measure(self, ws: int, rng, sample_s: float) -> float:
+        nodes, stride = ws // LINE, LINE // 4
+        order = rng.permutation(nodes).astype(np.uint32)     # a uniformly random single cycle
+        nxt = np.zeros(ws // 4, dtype=np.uint32)
+        nxt[order * stride] = np.roll(order, -1) * stride
+        buf = self.dev.buffer(ws)
+        try:
+            self.dev.upload(buf, nxt.tobytes())
+            self.dev.bind(self.pipeline, [buf, self.out])
+            start = int(order[0]) * stride
+            run = lambda rounds: self.dev.dispatch(self.pipeline, 1, [rounds, start])
+            # llvmpipe ends a shader's loops after about 65535 iterations in one dispatch (inner
+            # and outer counted together; seen: 255 rounds of 256 fail, 250 pass), so a CPU
+            # device gets at most 128 rounds.
+            rounds, _ = calibrate(run, _Budget(sample_s, CPU_ROUNDS if self.dev.info.kind == "cpu" else 1 << 24))
+            seconds = median([run(rounds) for _ in range(3)])
+            loads = rounds * ROUND
+            last = np.frombuffer(self.dev.download(self.out, 4), np.uint32)[0]
+            if last != order[loads % nodes] * stride and self.problem is None:
+                self.problem = f"working set {ws} B: the chase ended at {last}, not at {order[loads % nodes] * stride}"
+            return seconds / loads * 1e9
+        finally:
+            self.dev.free(buf)
+
+    def levels(self, spec=None) -> dict:
+        first = 0 if self.dev.info.vendor_id == 0x1002 else 1   # AMD RDNA has an L0 vector cache
+        return name_levels(plateaus(self.sizes, self.latencies), first, documented_caches(spec))
+
+    def series(self) -> dict:
+        return {"x": "working_set_bytes", "y": "ns", "working_set_bytes": self.sizes,
+                "ns": [round(t, 2) for t in self.latencies]}
+
+
+class LatencyWorkload:
+    """One level of the shared chase sweep, reported in ns (and cycles where the clock is known)."""
+
+    def __init__(self, test: TestSpec, variant: Variant, dev, sweep: ChaseSweep):
+        self.test, self.dev, self.sweep, self.name = test, dev, sweep, variant.name
+        self.params = {"stride_bytes": LINE, "path": "storage-buffer loads (vector memory), one invocation"}
+        self.evidence = {}
+
+    def verify(self) -> str | None:
+        return self.sweep.problem
+
+    def measure(self, settings, clock, spec=None) -> VariantResult:
+        level = self.sweep.levels(spec).get(self.test.dtype)
+        found = ", ".join(f"{p.latency_ns:.0f} ns from {p.first_bytes // 1024} KiB" for p in plateaus(self.sweep.sizes, self.sweep.latencies))
+        if level is None:
+            from peakbench.backend import Unsupported
+            raise Unsupported(f"[hardware] the latency sweep found no {self.test.dtype.upper()} level (plateaus: {found})")
+        points = [t for s, t in zip(self.sweep.sizes, self.sweep.latencies) if level.first_bytes <= s <= level.last_bytes]
+        mhz = clock()
+        params = {**self.params, "working_sets_bytes": [level.first_bytes, level.last_bytes]}
+        if mhz:
+            params["cycles"] = round(level.latency_ns * mhz / 1000, 1)
+        return VariantResult(self.name, 0, summarize(points), mhz, params,
+                             {"plateaus": found, "levels_named_from": "spec cache sizes" if documented_caches(spec)
+                              else "plateau order"})
+
+    def series(self) -> dict:
+        return self.sweep.series()
+
+    def close(self) -> None:
+        pass
+
+
+class LaunchWorkload:
+    """Submit-to-fence wall time of an empty dispatch: the floor under any measured kernel."""
+
+    def __init__(self, test: TestSpec, variant: Variant, dev):
+        self.dev, self.name = dev, variant.name
+        self.pipeline = dev.pipeline(compile_shader("empty.comp"), bindings=0, local_size=1, label="empty")
+        self.params, self.evidence = {"dispatch": "1 workgroup of 1 invocation"}, {}
+
+    def verify(self) -> str | None:
+        return None
+
+    def measure(self, settings, clock, spec=None) -> VariantResult:
+        for _ in range(20):
+            self.dev.dispatch(self.pipeline, 1, [0])
+        samples = []
+        for _ in range(200 if settings.min_samples >= 10 else 50):
+            t0 = time.perf_counter()
+            self.dev.dispatch(self.pipeline, 1, [0], timestamps=False)
+            samples.append((time.perf_counter() - t0) * 1e6)
+        return VariantResult(self.name, 0, summarize(samples), clock(), dict(self.params), {})
+
+    def close(self) -> None:
+        self.dev.destroy(self.pipeline)

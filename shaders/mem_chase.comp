@@ -1,0 +1,20 @@
+#version 450
+// Load latency, kernel family "chase" (peakbench/catalog/memory.py): one invocation follows a
+// random single-cycle permutation (Sattolo) of nodes one stride apart, so every load depends on
+// the one before and lands on a different cache line:
+//   latency = GPU time / loads,  loads = rounds * 256
+// (Two nested loops: llvmpipe stops any one loop after 65535 iterations.)
+// The loads are ordinary storage-buffer loads (the vector-memory path a compute kernel uses);
+// the buffer is readonly so drivers may cache it as they cache any read-only data. The final
+// index is stored so the chain cannot be removed; the host checks it against the permutation.
+layout(local_size_x = 1) in;
+layout(push_constant) uniform Push { uint rounds; uint start; } push;
+layout(std430, binding = 0) restrict readonly buffer Next { uint next[]; };
+layout(std430, binding = 1) restrict writeonly buffer Out { uint last[]; };
+
+void main() {
+    uint i = push.start;
+    for (uint r = 0; r < push.rounds; r++)
+        for (uint n = 0; n < 256; n++) i = next[i];
+    last[0] = i;
+}

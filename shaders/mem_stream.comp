@@ -1,0 +1,52 @@
+#version 450
+// Memory bandwidth, kernel family "stream" (peakbench/catalog/memory.py). A grid-stride sweep
+// over N_VEC 16-byte vectors, PASSES times, UNROLL independent accesses in flight per thread:
+//   bytes per launch = passes * n_vec * 16 (read or write), * 2 for copy (read + write)
+// MODE 0 read: every lane of every vector is summed (a sum of only .x would let a compiler
+//   narrow the 16-byte loads) and each thread stores its sum, which the host checks.
+// MODE 1 write: v[i] = pattern(i, pass); MODE 2 copy: dst[i] = src[i]; MODE 3 fill: src[i] =
+// hash(i), the random-looking data every test reads (no compressible zeros).
+// The read wraps its index with `mask` (all ones for a plain stream; working set - 1 in vectors
+// for the cache sweep, so every thread of a full grid reads inside one small working set).
+// Defines: MODE, UNROLL. n_vec is a multiple of threads * UNROLL.
+#extension GL_EXT_control_flow_attributes : require
+
+layout(local_size_x_id = 0) in;
+layout(push_constant) uniform Push { uint passes; uint n_vec; uint mask; } push;
+layout(std430, binding = 0) restrict readonly buffer Src { uvec4 src[]; };
+layout(std430, binding = 1) restrict writeonly buffer Dst { uvec4 dst[]; };
+
+uint hash(uint x) {            // lowbias32 (Wellons): a bijection with good avalanche
+    x ^= x >> 16; x *= 0x7feb352dU; x ^= x >> 15; x *= 0x846ca68bU; x ^= x >> 16;
+    return x;
+}
+
+void main() {
+    uint tid = gl_GlobalInvocationID.x;
+    uint threads = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    uint step = threads * UNROLL;
+#if MODE == 0
+    uvec4 acc[UNROLL];
+    [[unroll]] for (uint u = 0; u < UNROLL; u++) acc[u] = uvec4(0);
+    for (uint pass = 0; pass < push.passes; pass++)
+        for (uint i = tid; i < push.n_vec; i += step)
+            [[unroll]] for (uint u = 0; u < UNROLL; u++) acc[u] += src[(i + u * threads) & push.mask];
+    uvec4 sum = acc[0];
+    [[unroll]] for (uint u = 1; u < UNROLL; u++) sum += acc[u];
+    dst[tid] = sum;
+#elif MODE == 1
+    for (uint pass = 0; pass < push.passes; pass++)
+        for (uint i = tid; i < push.n_vec; i += step)
+            [[unroll]] for (uint u = 0; u < UNROLL; u++) {
+                uint j = i + u * threads;
+                dst[j] = uvec4(j, j ^ 0x5bd1e995U, ~j, j * 2654435761U + pass);
+            }
+#elif MODE == 2
+    for (uint pass = 0; pass < push.passes; pass++)
+        for (uint i = tid; i < push.n_vec; i += step)
+            [[unroll]] for (uint u = 0; u < UNROLL; u++) dst[i + u * threads] = src[i + u * threads];
+#else
+    for (uint i = tid; i < push.n_vec; i += threads)
+        dst[i] = uvec4(hash(4 * i), hash(4 * i + 1), hash(4 * i + 2), hash(4 * i + 3));
+#endif
+}

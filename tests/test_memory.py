@@ -1,0 +1,122 @@
+"""Memory and latency: level detection (pure), the stream kernels' host reference, and the
+Vulkan memory tests on a real device (lavapipe here), including a planted fault."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from peakbench.catalog import default_catalog
+from peakbench.harness.levels import Plateau, documented_caches, name_levels, plateaus
+from peakbench.specs import find, load_database
+
+CATALOG = default_catalog()
+KIB, MIB = 1024, 1 << 20
+
+
+def curve(levels: list[tuple[int, float]], top: int) -> tuple[list[int], list[float]]:
+    """A latency curve with a plateau per (last working set, ns) and one transition point between."""
+    sizes, lat, ws = [], [], 4 * KIB
+    for i, (limit, ns) in enumerate(levels):
+        while ws <= limit:
+            sizes.append(ws)
+            lat.append(ns * (1 + 0.01 * (len(sizes) % 3)))     # a little noise
+            ws *= 2
+        if i + 1 < len(levels):
+            sizes.append(ws)
+            lat.append((ns + levels[i + 1][1]) / 2)             # spilling out of the level
+            ws *= 2
+    while ws <= top:
+        sizes.append(ws)
+        lat.append(levels[-1][1])
+        ws *= 2
+    return sizes, lat
+
+
+def test_plateaus_of_a_three_level_curve():
+    sizes, lat = curve([(128 * KIB, 30.0), (16 * MIB, 250.0), (512 * MIB, 600.0)], 512 * MIB)
+    found = plateaus(sizes, lat)
+    assert [p.latency_ns for p in found] == pytest.approx([30, 250, 600], rel=0.02)
+    assert found[0].first_bytes == 4 * KIB and found[0].last_bytes == 128 * KIB
+    assert found[1].first_bytes == 512 * KIB and found[2].last_bytes == 512 * MIB
+
+
+def test_close_plateaus_merge_and_transitions_belong_to_none():
+    sizes = [4096 << i for i in range(8)]
+    lat = [10, 10.5, 11, 11.4, 40, 80, 81, 80]
+    found = plateaus(sizes, lat)
+    assert [(p.first_bytes, p.last_bytes) for p in found] == [(4096, 4096 << 3), (4096 << 5, 4096 << 7)]
+
+
+def test_naming_by_order_and_by_documented_sizes():
+    p = [Plateau(4 * KIB, 128 * KIB, 30, 6), Plateau(512 * KIB, 16 * MIB, 250, 6),
+         Plateau(32 * MIB, 40 * MIB, 400, 2), Plateau(64 * MIB, 512 * MIB, 600, 4)]
+    by_order = name_levels(p, first_level=1)
+    assert {k: v.latency_ns for k, v in by_order.items()} == {"l1": 30, "l2": 250, "l3": 400, "dram": 600}
+    assert "l0" in name_levels(p, first_level=0)
+    # With the H200's documented caches, the 400 ns plateau (32-40 MiB) is the L2's far
+    # partition, not an L3: the level keeps the nearest plateau, and DRAM starts past 50 MiB.
+    caches = documented_caches(find(load_database(), "NVIDIA H200 SXM"))
+    assert caches == {"l2": 50 * MIB, "l1": 256 * KIB}
+    by_size = name_levels(p, 1, caches)
+    assert {k: v.latency_ns for k, v in by_size.items()} == {"l1": 30, "l2": 250, "dram": 600}
+
+
+def test_stream_host_reference():
+    mem = pytest.importorskip("peakbench.vulkan.memory", exc_type=(ImportError, OSError))
+    # lowbias32 is a bijection: no two indices get the same word, so no compressible runs.
+    h = mem.hash32(np.arange(1 << 16, dtype=np.uint32))
+    assert len(np.unique(h)) == 1 << 16
+    assert mem.hash32(np.array([0, 1], np.uint32)).tolist() == [0, 1753845952]
+    w = mem.written(np.array([3]), 2)
+    assert w.tolist() == [[3, 3 ^ 0x5BD1E995, 0xFFFFFFFC, (3 * 2654435761 + 2) % 2**32]]
+
+
+# -- on a real Vulkan device ----------------------------------------------------------------------
+
+STREAMS = [t for t in CATALOG.tests if t.family == "memory"]
+
+
+@pytest.mark.parametrize("test", STREAMS, ids=[t.name for t in STREAMS])
+def test_stream_kernels_verify_and_a_planted_fault_is_caught(vulkan_device, test):
+    w = vulkan_device.prepare(test, test.variants[0])
+    try:
+        assert w.verify() is None
+        assert w.params["buffer_bytes"] <= 256 * MIB or vulkan_device.info.kind != "cpu"
+        assert w.work(2) == 2 * w.work(1) > 0
+        if test.dtype != "write":       # read and copy check the filled data: spoil it
+            vulkan_device.fill(w.src, 0x01010101)
+            assert "differ from the host reference" in (w.verify() or "")
+    finally:
+        w.close()
+
+
+def test_read_sweep_covers_each_working_set(vulkan_device):
+    test = CATALOG.get("memory.read")
+    w = vulkan_device.prepare(test, test.variants[0])
+    try:
+        s = w.sweep(0.001)
+    finally:
+        w.close()
+    assert s["working_set_bytes"][0] == 4096 and s["working_set_bytes"][-1] == w.params["buffer_bytes"]
+    assert len(s["GB/s"]) == len(s["working_set_bytes"]) and min(s["GB/s"]) > 0
+
+
+def test_latency_levels_on_this_device(vulkan_device):
+    from peakbench.vulkan import memory
+    sweep = memory.ChaseSweep(vulkan_device, sample_s=0.001)
+    assert sweep.problem is None, sweep.problem            # every chase ended where the host said
+    assert sweep.sizes[0] == 4096 and all(t > 0 for t in sweep.latencies)
+    levels = sweep.levels()
+    assert "dram" in levels and len(levels) >= 2
+    assert levels["dram"].latency_ns > min(p.latency_ns for p in levels.values())
+
+
+def test_launch_overhead_is_measured(vulkan_device):
+    from peakbench.harness.runner import Settings
+    test = CATALOG.get("launch.overhead")
+    w = vulkan_device.prepare(test, test.variants[0])
+    try:
+        v = w.measure(Settings.quick(), lambda: None)
+    finally:
+        w.close()
+    assert v.summary.samples == 50 and 0 < v.summary.median < 1e6
