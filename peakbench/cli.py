@@ -49,6 +49,7 @@ def build_parser() -> Parser:
     p.add_argument("--json", metavar="FILE", help="write results as JSON (updated after each test)")
     p.add_argument("--csv", metavar="FILE", help="write results as CSV")
     p.add_argument("--markdown", metavar="FILE", help="write results as Markdown tables")
+    p.add_argument("--plot", metavar="DIR", help="write PNG charts of the latency and bandwidth sweeps (needs matplotlib)")
     p.add_argument("--spec", metavar="NAME|FILE", help="use this spec database entry, or add GPUs from a file")
     p.add_argument("--list-devices", action="store_true", help="list the devices of each backend")
     p.add_argument("--list-tests", action="store_true", help="list the test catalog")
@@ -157,6 +158,12 @@ def cmd_run(args) -> int:
     for path in (args.json, args.csv, args.markdown):
         if path:
             check_writable(path)
+    if args.plot:
+        from peakbench.report import plots
+        if plots.available():
+            raise UsageError(plots.available())
+        if Path(args.plot).exists() and not Path(args.plot).is_dir():
+            raise UsageError(f"--plot {args.plot}: not a folder")
     specs, forced = resolve(args.spec)
     settings = Settings.quick() if args.quick else Settings()
     parse_backends(args.backend)          # usage errors before any device work
@@ -217,6 +224,10 @@ def cmd_run(args) -> int:
         write_atomic(args.csv, render.csv_text(docs))
     if args.markdown:
         write_atomic(args.markdown, render.markdown(docs))
+    if args.plot:
+        from peakbench.report import plots
+        for path in plots.write(docs, args.plot):
+            progress(f"plot: {path}")
     return EXIT_FAILED if failed else EXIT_OK
 
 

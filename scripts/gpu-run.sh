@@ -15,7 +15,7 @@ icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 nvidia-smi --query-gpu=name,pci.device_id,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu,clocks_event_reasons.active --format=csv > "$OUT/smi_before.csv" 2>&1
 python3 -m peakbench --list-devices 2>&1 | tee "$OUT/devices.txt"
 start=$(date +%s)
-python3 -m peakbench --json "$OUT/result.json" --markdown "$OUT/result.md" "$@" 2> >(tee "$OUT/progress.txt" >&2)
+python3 -m peakbench --json "$OUT/result.json" --markdown "$OUT/result.md" --plot "$OUT" "$@" 2> >(tee "$OUT/progress.txt" >&2)
 rc=$?
 echo "peakbench exit $rc, $(( $(date +%s) - start )) s"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu,clocks_event_reasons.active --format=csv > "$OUT/smi_after.csv" 2>&1

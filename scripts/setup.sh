@@ -41,6 +41,6 @@ fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 extras="nvml"
-[ "$want_tests" = 1 ] && extras="nvml,test"
+[ "$want_tests" = 1 ] && extras="nvml,plot,test"
 .venv/bin/python -m pip install -q -e ".[$extras]"
 echo "setup: ready (.venv/bin/peakbench)" >&2

@@ -7,12 +7,14 @@
 // MODE 1 write: v[i] = pattern(i, pass); MODE 2 copy: dst[i] = src[i]; MODE 3 fill: src[i] =
 // hash(i), the random-looking data every test reads (no compressible zeros).
 // The read wraps its index with `mask` (all ones for a plain stream; working set - 1 in vectors
-// for the cache sweep, so every thread of a full grid reads inside one small working set).
+// for the cache sweep, so every thread of a full grid reads inside one small working set) and
+// moves by `shift` vectors each pass (0 for the stream), so over the passes each compute unit
+// walks the whole working set instead of rereading its own slice from its L1.
 // Defines: MODE, UNROLL. n_vec is a multiple of threads * UNROLL.
 #extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x_id = 0) in;
-layout(push_constant) uniform Push { uint passes; uint n_vec; uint mask; } push;
+layout(push_constant) uniform Push { uint passes; uint n_vec; uint mask; uint shift; } push;
 layout(std430, binding = 0) restrict readonly buffer Src { uvec4 src[]; };
 layout(std430, binding = 1) restrict writeonly buffer Dst { uvec4 dst[]; };
 
@@ -30,7 +32,8 @@ void main() {
     [[unroll]] for (uint u = 0; u < UNROLL; u++) acc[u] = uvec4(0);
     for (uint pass = 0; pass < push.passes; pass++)
         for (uint i = tid; i < push.n_vec; i += step)
-            [[unroll]] for (uint u = 0; u < UNROLL; u++) acc[u] += src[(i + u * threads) & push.mask];
+            [[unroll]] for (uint u = 0; u < UNROLL; u++)
+                acc[u] += src[(i + u * threads + pass * push.shift) & push.mask];
     uvec4 sum = acc[0];
     [[unroll]] for (uint u = 1; u < UNROLL; u++) sum += acc[u];
     dst[tid] = sum;

@@ -315,3 +315,24 @@ def test_compare_a_result_with_itself(quick_run, capsys):
     int4 = next(line for line in out.splitlines() if line.startswith("compute.int4"))
     assert fp32.rstrip().endswith("1.00x")
     assert "unsupported" in int4 and "x" not in int4.split("unsupported")[-1]
+
+
+def test_plot_writes_latency_and_bandwidth_charts(tmp_path):
+    pytest.importorskip("matplotlib")
+    from peakbench.report import plots
+    series = {"working_set_bytes": [4096, 8192, 16384], "ns": [20.0, 20.5, 300.0], "GB/s": [900.0, 850.0, 40.0]}
+    run = {"backend": "vulkan", "device": {"name": "Test GPU", "driver": "1.0"}, "results": [
+        {"test": "memory.read", "status": "ok", "value": 40.0, "series": series},
+        {"test": "latency.l1", "status": "ok", "value": 20.2, "series": series},
+        {"test": "latency.dram", "status": "ok", "value": 300.0, "series": series}]}
+    files = plots.write([run], tmp_path / "charts")
+    assert sorted(f.name for f in files) == ["vulkan-test-gpu-bandwidth.png", "vulkan-test-gpu-latency.png"]
+    assert all(f.read_bytes().startswith(b"\x89PNG") and f.stat().st_size > 5000 for f in files)
+
+
+def test_plot_into_a_file_is_a_usage_error(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "file"
+    target.write_text("x")
+    assert cli.main(["--backend", "vulkan", "--plot", str(target)]) == 2
+    assert "not a folder" in capsys.readouterr().err

@@ -21,6 +21,7 @@ GPU_BYTES = 1 << 30              # past the largest GPU last-level cache (256 Mi
 CHASE_MAX = 512 << 20
 SWEEP_SAMPLE_S = 0.004           # per working-set point of the sweeps
 ROUND = 256                      # chase loads per round of mem_chase.comp
+SWEEP_SHIFT = 17 * 1024 + 32     # vectors each sweep pass moves by: odd in lines, far past an L1 slice
 CPU_ROUNDS = 128
 
 
@@ -64,14 +65,14 @@ class StreamWorkload:
         self.step = self.threads * STREAM_UNROLL
         self.n_vec = max(self.step, working_bytes(dev) // 16 // self.step * self.step)
         self.pipeline = dev.pipeline(compile_shader("mem_stream.comp", {"MODE": MODES[self.mode], "UNROLL": STREAM_UNROLL}),
-                                     bindings=2, local_size=LOCAL, push_bytes=12, label=test.name)
+                                     bindings=2, local_size=LOCAL, push_bytes=16, label=test.name)
         self.src = dev.buffer(self.n_vec * 16)
         out_vec = self.threads if self.mode == "read" else self.n_vec
         self.dst = dev.buffer(out_vec * 16)
         fill = dev.pipeline(compile_shader("mem_stream.comp", {"MODE": 3, "UNROLL": STREAM_UNROLL}),
-                            bindings=2, local_size=LOCAL, push_bytes=12, label="fill")
+                            bindings=2, local_size=LOCAL, push_bytes=16, label="fill")
         dev.bind(fill, [self.dst, self.src])
-        dev.dispatch(fill, self.groups, [1, self.n_vec, 0xFFFFFFFF])
+        dev.dispatch(fill, self.groups, [1, self.n_vec, 0xFFFFFFFF, 0])
         dev.destroy(fill)
         dev.bind(self.pipeline, [self.src, self.dst])
         self.params = {"buffer_bytes": self.n_vec * 16, "threads": self.threads, "workgroup_size": LOCAL,
@@ -79,8 +80,8 @@ class StreamWorkload:
                        "bytes_counted": "read + written" if self.mode == "copy" else self.mode}
         self.evidence = {"pipeline_statistics": self.pipeline.statistics} if self.pipeline.statistics else {}
 
-    def run(self, size: int, n_vec: int | None = None, mask: int = 0xFFFFFFFF) -> float:
-        return self.dev.dispatch(self.pipeline, self.groups, [size, n_vec or self.n_vec, mask])
+    def run(self, size: int, n_vec: int | None = None, mask: int = 0xFFFFFFFF, shift: int = 0) -> float:
+        return self.dev.dispatch(self.pipeline, self.groups, [size, n_vec or self.n_vec, mask, shift])
 
     def work(self, size: int) -> float:
         return float(size) * self.n_vec * 16 * (2 if self.mode == "copy" else 1)
@@ -113,7 +114,7 @@ class StreamWorkload:
         while ws <= self.n_vec * 16:
             # Cover the whole working set (at least 4 accesses per thread): indices wrap at it.
             n = max(self.step * 4, ws // 16 // self.step * self.step)
-            run = lambda passes: self.run(passes, n, ws // 16 - 1)
+            run = lambda passes: self.run(passes, n, ws // 16 - 1, SWEEP_SHIFT)
             passes, _ = calibrate(run, _Budget(sample_s))
             seconds = median([run(passes) for _ in range(3)])
             sizes.append(ws)
