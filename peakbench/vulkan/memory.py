@@ -21,7 +21,10 @@ GPU_BYTES = 1 << 30              # past the largest GPU last-level cache (256 Mi
 CHASE_MAX = 512 << 20
 SWEEP_SAMPLE_S = 0.004           # per working-set point of the sweeps
 ROUND = 256                      # chase loads per round of mem_chase.comp
-SWEEP_SHIFT = 17 * 1024 + 32     # vectors each sweep pass moves by: odd in lines, far past an L1 slice
+# Vectors each sweep pass moves by: three workgroups' width, so in pass p+1 a workgroup reads what
+# another workgroup (on another compute unit) read in pass p. Its own L1 cannot serve it unless the
+# whole working set fits, and the L2 sees each line again only one full pass later.
+SWEEP_SHIFT = 3 * LOCAL
 CPU_ROUNDS = 128
 
 
@@ -143,6 +146,7 @@ class ChaseSweep:
         self.pipeline = dev.pipeline(code, bindings=2, local_size=1, push_bytes=8, label="chase")
         self.out = dev.buffer(16)
         self.sizes, self.latencies, self.problem = [], [], None
+        self.position = 0
         limit = min(CHASE_MAX, working_bytes(dev))
         rng = np.random.default_rng(12345)
         ws = 4096
@@ -161,21 +165,29 @@ class ChaseSweep:
         nxt = np.zeros(ws // 4, dtype=np.uint32)
         nxt[order * stride] = np.roll(order, -1) * stride
         buf = self.dev.buffer(ws)
+        self.position = 0
+
+        def run(rounds: int) -> float:
+            """Each launch goes on from where the last one stopped, so a working set larger
+            than the loads of one launch is still walked in full rather than its first nodes
+            again (which would stay cached)."""
+            seconds = self.dev.dispatch(self.pipeline, 1, [rounds, int(order[self.position]) * stride])
+            self.position = (self.position + rounds * ROUND) % nodes
+            return seconds
+
         try:
             self.dev.upload(buf, nxt.tobytes())
             self.dev.bind(self.pipeline, [buf, self.out])
-            start = int(order[0]) * stride
-            run = lambda rounds: self.dev.dispatch(self.pipeline, 1, [rounds, start])
             # llvmpipe ends a shader's loops after about 65535 iterations in one dispatch (inner
             # and outer counted together; seen: 255 rounds of 256 fail, 250 pass), so a CPU
             # device gets at most 128 rounds.
             rounds, _ = calibrate(run, _Budget(sample_s, CPU_ROUNDS if self.dev.info.kind == "cpu" else 1 << 24))
             seconds = median([run(rounds) for _ in range(3)])
-            loads = rounds * ROUND
             last = np.frombuffer(self.dev.download(self.out, 4), np.uint32)[0]
-            if last != order[loads % nodes] * stride and self.problem is None:
-                self.problem = f"working set {ws} B: the chase ended at {last}, not at {order[loads % nodes] * stride}"
-            return seconds / loads * 1e9
+            want = order[self.position] * stride
+            if last != want and self.problem is None:
+                self.problem = f"working set {ws} B: the chase ended at {last}, not at {want}"
+            return seconds / (rounds * ROUND) * 1e9
         finally:
             self.dev.free(buf)
 
