@@ -222,9 +222,13 @@ class LatencyWorkload:
         params = {**self.params, "working_sets_bytes": [level.first_bytes, level.last_bytes]}
         if mhz:
             params["cycles"] = round(level.latency_ns * mhz / 1000, 1)
-        return VariantResult(self.name, 0, summarize(points), mhz, params,
-                             {"plateaus": found, "levels_named_from": "spec cache sizes" if documented_caches(spec)
-                              else "plateau order"})
+        evidence = {"plateaus": found, "path": self.params["path"],
+                    "levels_named_from": "spec cache sizes" if documented_caches(spec) else "plateau order"}
+        dram = self.sweep.levels(spec).get("dram")
+        beyond = [p for p in plateaus(self.sweep.sizes, self.sweep.latencies) if dram and p.first_bytes > dram.last_bytes]
+        if beyond:   # past DRAM's own plateau the chase also misses the address translation caches
+            evidence["page_or_tlb_effects"] = ", ".join(f"{p.latency_ns:.0f} ns from {p.first_bytes >> 20} MiB" for p in beyond)
+        return VariantResult(self.name, 0, summarize(points), mhz, params, evidence)
 
     def series(self) -> dict:
         return self.sweep.series()
