@@ -49,10 +49,12 @@ def written(index: np.ndarray, passno: int) -> np.ndarray:
 
 
 def working_bytes(dev) -> int:
-    """The stream buffer: past every cache level, never more than a quarter of the memory budget."""
+    """The stream buffer: past every cache level, never more than a quarter of the memory budget
+    nor than one storage-buffer binding may cover (a 4 GiB binding failed silently on NVIDIA)."""
+    limit = dev.caps.max_storage_buffer_range
     if dev.info.kind == "cpu":
-        return CPU_BYTES
-    return int(min(GPU_BYTES, dev.memory_budget() // 4))
+        return min(CPU_BYTES, limit)
+    return int(min(GPU_BYTES, dev.memory_budget() // 4, limit))
 
 
 class StreamWorkload:
