@@ -220,10 +220,10 @@ class LatencyWorkload:
             from peakbench.backend import Unsupported
             raise Unsupported(f"[hardware] the latency sweep found no {self.test.dtype.upper()} level (plateaus: {found})")
         points = [t for s, t in zip(self.sweep.sizes, self.sweep.latencies) if level.first_bytes <= s <= level.last_bytes]
-        mhz = clock()
+        # No clock and no cycles: NVML reads the GPU idling between chase launches (600-810 MHz
+        # on the H200) while the loads run at the full clock (see PERFORMANCE_ANALYSIS.md).
+        mhz = None
         params = {**self.params, "working_sets_bytes": [level.first_bytes, level.last_bytes]}
-        if mhz:
-            params["cycles"] = round(level.latency_ns * mhz / 1000, 1)
         evidence = {"plateaus": found, "path": self.params["path"],
                     "levels_named_from": "spec cache sizes" if documented_caches(spec) else "plateau order"}
         dram = self.sweep.levels(spec).get("dram")
