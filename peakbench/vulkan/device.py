@@ -15,7 +15,7 @@ from peakbench.backend import DeviceInfo
 from peakbench.telemetry import ClockReader
 from peakbench.vulkan.instance import (EXT_BFLOAT16, EXT_COOPMAT, EXT_COOPMAT2, EXT_EXECUTABLE_PROPERTIES,
                                        EXT_FLOAT8, STYPE_BFLOAT16_FEATURES, STYPE_COOPMAT2_FEATURES,
-                                       STYPE_FLOAT8_FEATURES, Capabilities, _chain, _new, _string)
+                                       STYPE_FLOAT8_FEATURES, Capabilities, _chain, _new, _raw, _string)
 
 ffi = vk.ffi
 FENCE_TIMEOUT_S = 120.0
@@ -97,33 +97,25 @@ class VulkanDevice:
         f13.shaderIntegerDotProduct = f["shaderIntegerDotProduct"]
         f13.maintenance4 = f["maintenance4"]
         chain, extensions = [f2, f11, f12, f13], []
+        raw = []    # (extension, structure, members from word 4) for structures the headers lack
         if self.caps.has("shaderBFloat16Type"):
-            bf16 = ffi.new("uint32_t[8]")
-            bf16[0] = STYPE_BFLOAT16_FEATURES
-            bf16[4], bf16[5] = 1, int(f["shaderBFloat16DotProduct"])
-            bf16[6] = int(f["shaderBFloat16CooperativeMatrix"])
-            chain.append(ffi.cast("VkBaseOutStructure*", bf16))
-            extensions.append(EXT_BFLOAT16)
-            self._keep.append(bf16)
+            raw.append((EXT_BFLOAT16, _raw(STYPE_BFLOAT16_FEATURES, 8),
+                        [1, f["shaderBFloat16DotProduct"], f["shaderBFloat16CooperativeMatrix"]]))
         if self.caps.has("shaderFloat8"):
-            fp8 = ffi.new("uint32_t[8]")
-            fp8[0], fp8[4], fp8[5] = STYPE_FLOAT8_FEATURES, 1, int(f["shaderFloat8CooperativeMatrix"])
-            chain.append(ffi.cast("VkBaseOutStructure*", fp8))
-            extensions.append(EXT_FLOAT8)
-            self._keep.append(fp8)
+            raw.append((EXT_FLOAT8, _raw(STYPE_FLOAT8_FEATURES, 8), [1, f["shaderFloat8CooperativeMatrix"]]))
+        if self.caps.has("cooperativeMatrixWorkgroupScope"):
+            raw.append((EXT_COOPMAT2, _raw(STYPE_COOPMAT2_FEATURES, 12), [1, f["cooperativeMatrixFlexibleDimensions"]]))
+        for extension, struct, members in raw:
+            for i, value in enumerate(members):
+                struct[4 + i] = int(value)
+            chain.append(struct)
+            extensions.append(extension)
         if self.caps.has("cooperativeMatrix"):
             coop = _new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
                         vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR)
             coop.cooperativeMatrix = 1
             chain.append(coop)
             extensions.append(EXT_COOPMAT)
-        if self.caps.has("cooperativeMatrixWorkgroupScope"):
-            cm2 = ffi.new("uint32_t[12]")
-            cm2[0], cm2[4] = STYPE_COOPMAT2_FEATURES, 1
-            cm2[5] = int(f["cooperativeMatrixFlexibleDimensions"])
-            chain.append(ffi.cast("VkBaseOutStructure*", cm2))
-            extensions.append(EXT_COOPMAT2)
-            self._keep.append(cm2)
         if self.caps.has("pipelineExecutableInfo"):
             exe = _new("VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
                        vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR)

@@ -31,10 +31,19 @@ KINDS = {vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: "gpu",
 
 
 def _chain(*structs):
-    """Link cffi structs through pNext, first to last; returns the first."""
-    for a, b in zip(structs, structs[1:]):
-        a.pNext = ffi.cast("void*", b)
+    """Link structures (cffi structs or _raw arrays) through pNext, first to last."""
+    links = [ffi.cast("VkBaseOutStructure*", s) for s in structs]
+    for a, b in zip(links, links[1:]):
+        a.pNext = b
     return structs[0]
+
+
+def _raw(stype: int, words: int):
+    """A structure the `vulkan` package's headers predate, as 32-bit words: sType at word 0,
+    pNext at words 2-3, the members (VkBool32 or uint32_t) from word 4."""
+    s = ffi.new(f"uint32_t[{words}]")
+    s[0] = stype
+    return s
 
 
 def _new(ctype: str, stype: int):
@@ -85,21 +94,12 @@ def probe_features(pd, extensions: set) -> dict:
     f12 = _new("VkPhysicalDeviceVulkan12Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES)
     f13 = _new("VkPhysicalDeviceVulkan13Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES)
     chain = [f11, f12, f13]
-    bf16 = None
-    if EXT_BFLOAT16 in extensions:
-        bf16 = ffi.new("uint32_t[8]")                # sType, pad, pNext(2), 3 x VkBool32, pad
-        bf16[0] = STYPE_BFLOAT16_FEATURES
-        chain.append(ffi.cast("VkBaseOutStructure*", bf16))
-    fp8 = None
-    if EXT_FLOAT8 in extensions:
-        fp8 = ffi.new("uint32_t[8]")                 # sType, pad, pNext(2), 2 x VkBool32
-        fp8[0] = STYPE_FLOAT8_FEATURES
-        chain.append(ffi.cast("VkBaseOutStructure*", fp8))
-    cm2 = None
-    if EXT_COOPMAT2 in extensions:
-        cm2 = ffi.new("uint32_t[12]")                # sType, pad, pNext(2), 7 x VkBool32, pad
-        cm2[0] = STYPE_COOPMAT2_FEATURES
-        chain.append(ffi.cast("VkBaseOutStructure*", cm2))
+    # VkPhysicalDeviceShaderBfloat16FeaturesKHR (3 VkBool32), ...ShaderFloat8FeaturesEXT (2),
+    # ...CooperativeMatrix2FeaturesNV (7).
+    bf16 = _raw(STYPE_BFLOAT16_FEATURES, 8) if EXT_BFLOAT16 in extensions else None
+    fp8 = _raw(STYPE_FLOAT8_FEATURES, 8) if EXT_FLOAT8 in extensions else None
+    cm2 = _raw(STYPE_COOPMAT2_FEATURES, 12) if EXT_COOPMAT2 in extensions else None
+    chain += [s for s in (bf16, fp8, cm2) if s is not None]
     coop = None
     if EXT_COOPMAT in extensions:
         coop = _new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
@@ -141,11 +141,10 @@ def probe(instance, pd, index: int) -> tuple[DeviceInfo, Capabilities]:
     dot = _new("VkPhysicalDeviceShaderIntegerDotProductProperties",
                vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES)
     chain = [driver, ids, sub, dot]
-    sm = amd = amd2 = cm2 = None
-    if EXT_COOPMAT2 in extensions:
-        cm2 = ffi.new("uint32_t[8]")                 # sType, pad, pNext(2), 3 x uint32_t, pad
-        cm2[0] = STYPE_COOPMAT2_PROPERTIES
-        chain.append(ffi.cast("VkBaseOutStructure*", cm2))
+    sm = amd = amd2 = None
+    cm2 = _raw(STYPE_COOPMAT2_PROPERTIES, 8) if EXT_COOPMAT2 in extensions else None   # 3 x uint32_t
+    if cm2 is not None:
+        chain.append(cm2)
     if EXT_SM_BUILTINS in extensions:
         sm = _new("VkPhysicalDeviceShaderSMBuiltinsPropertiesNV",
                   vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV)
