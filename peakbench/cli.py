@@ -100,7 +100,8 @@ def device_indices(option: str, count: int, backend: str) -> list[int]:
 
 
 def cmd_list_tests() -> int:
-    rows = [(t.name, t.unit, ", ".join(v.name for v in t.variants) or "-", t.description)
+    rows = [(t.name, t.unit, ", ".join(v.name for v in t.variants)
+             or ("the device's shapes" if t.kernel == "mma" else "-"), t.description)
             for t in default_catalog().tests]
     from tabulate import tabulate
     print(tabulate(rows, ("test", "unit", "variants", "what it measures"), tablefmt="simple"))
