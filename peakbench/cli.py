@@ -61,7 +61,7 @@ def parse_backends(text: str) -> tuple[list[str], bool]:
     """The backends asked for, and whether missing ones may be skipped (only for `all`)."""
     if text == "all":
         return list(BACKENDS), True
-    names = [n.strip() for n in text.split(",") if n.strip()]
+    names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
     unknown = [n for n in names if n not in BACKENDS]
     if unknown or not names:
         raise UsageError(f"unknown backend '{','.join(unknown) or text}' (choose from {', '.join(BACKENDS)}, all)")
@@ -152,22 +152,31 @@ def cmd_compare(argv: list[str]) -> int:
 
 def cmd_run(args) -> int:
     catalog = default_catalog()
-    patterns = [p.strip() for p in args.tests.split(",")] if args.tests else None
+    patterns = None
+    if args.tests is not None:
+        patterns = [p.strip() for p in args.tests.split(",") if p.strip()]
+        if not patterns:
+            raise UsageError("--tests is empty (see --list-tests)")
     tests = catalog.select(patterns)
     if not tests:
         raise UsageError(f"--tests '{args.tests}' matches no test (see --list-tests)")
+    for option, path in (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown),
+                         ("--plot", args.plot), ("--spec", args.spec)):
+        if path is not None and not path.strip():
+            raise UsageError(f"{option} needs a file name")
     for path in (args.json, args.csv, args.markdown):
         if path:
             check_writable(path)
-    if args.plot:
+    if args.plot is not None:
         from peakbench.report import plots
         if plots.available():
             raise UsageError(plots.available())
-        if Path(args.plot).exists() and not Path(args.plot).is_dir():
-            raise UsageError(f"--plot {args.plot}: not a folder")
+        try:
+            Path(args.plot).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"--plot {args.plot}: {e.strerror or e}") from None
     specs, forced = resolve(args.spec)
     settings = Settings.quick() if args.quick else Settings()
-    parse_backends(args.backend)          # usage errors before any device work
     backends = open_backends(args.backend)
     runs: list[Run] = []
     base = new_document()
@@ -201,7 +210,11 @@ def cmd_run(args) -> int:
             try:
                 for test in tests:
                     progress(f"[{backend.name}:{index}] {test.name} ...")
-                    result = with_spec(run_test(device, test, settings, progress, spec), spec)
+                    result = run_test(device, test, settings, progress, spec)
+                    try:
+                        result = with_spec(result, spec)
+                    except Exception as e:       # a spec entry that cannot be applied: say so, go on
+                        progress(f"  {test.name}: spec '{spec.name}' not applied: {type(e).__name__}: {e}")
                     failed |= result.status == "failed"
                     if result.status != "ok":
                         progress(f"  {test.name}: {result.status}: {result.reason}")
@@ -226,7 +239,6 @@ def cmd_run(args) -> int:
     if args.markdown:
         write_atomic(args.markdown, render.markdown(docs))
     if args.plot:
-        from peakbench.report import plots
         for path in plots.write(docs, args.plot):
             progress(f"plot: {path}")
     return EXIT_FAILED if failed else EXIT_OK

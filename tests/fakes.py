@@ -92,6 +92,9 @@ class FakeDevice:
     def support(self, test) -> str | None:
         return self.unsupported.get(test.name)
 
+    def variants(self, test) -> tuple:
+        return test.variants
+
     def prepare(self, test, variant):
         self.prepared.append((test.name, variant.name))
         make = self.plan.get(test.name)

@@ -245,7 +245,7 @@ def test_save_json_is_atomic_and_leaves_no_temporary_files(tmp_path):
     doc = new_document()
     path = tmp_path / "r.json"
     save_json(path, doc)
-    doc["runs"] = [{"backend": "vulkan", "device": {}, "spec": None, "results": []}]
+    doc["runs"] = [{"backend": "vulkan", "device": {"name": "Test GPU"}, "spec": None, "results": []}]
     save_json(path, doc)
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
     assert load_json(path) == doc
@@ -326,7 +326,7 @@ def test_plot_writes_latency_and_bandwidth_charts(tmp_path):
         {"test": "latency.l1", "status": "ok", "value": 20.2, "series": series},
         {"test": "latency.dram", "status": "ok", "value": 300.0, "series": series}]}
     files = plots.write([run], tmp_path / "charts")
-    assert sorted(f.name for f in files) == ["vulkan-test-gpu-bandwidth.png", "vulkan-test-gpu-latency.png"]
+    assert sorted(f.name for f in files) == ["vulkan0-test-gpu-bandwidth.png", "vulkan0-test-gpu-latency.png"]
     assert all(f.read_bytes().startswith(b"\x89PNG") and f.stat().st_size > 5000 for f in files)
 
 
@@ -335,4 +335,48 @@ def test_plot_into_a_file_is_a_usage_error(tmp_path, capsys):
     target = tmp_path / "file"
     target.write_text("x")
     assert cli.main(["--backend", "vulkan", "--plot", str(target)]) == 2
-    assert "not a folder" in capsys.readouterr().err
+    assert "--plot" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("run, problem", [
+    ({"device": {"name": "x"}, "results": []}, "no backend"),
+    ({"backend": "vulkan", "device": {"name": "x"}, "results": [{"test": "compute.fp32", "status": "ok"}]},
+     "a result without test, status and unit"),
+    ({"backend": "vulkan", "device": {"name": "x"},
+      "results": [{"test": "compute.fp32", "status": "ok", "unit": "TFLOPS", "value": "fast"}]},
+     "compute.fp32: value is not a number"),
+])
+def test_compare_rejects_results_it_could_not_render(tmp_path, capsys, run, problem):
+    doc = new_document()
+    doc["runs"] = [run]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doc))
+    assert cli.main(["compare", str(path), str(path)]) == 2
+    err = capsys.readouterr().err
+    assert problem in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("entry, problem", [
+    ({"name": "X", "boost_clock_mhz": 1000, "peaks": ["a"]}, "peaks must map test names to positive numbers"),
+    ({"name": "X", "boost_clock_mhz": 0, "peaks": {}}, "boost_clock_mhz must be a positive number"),
+    ({"name": "X", "boost_clock_mhz": True, "peaks": {}}, "boost_clock_mhz must be a positive number"),
+    ({"name": "X", "boost_clock_mhz": 1000, "peaks": {}, "match": "X"}, "match must be a list of strings"),
+    ({"name": "X", "boost_clock_mhz": 1000, "peaks": {}, "peak_clock_mhz": 5}, "peak_clock_mhz must map"),
+    ({"name": 5, "boost_clock_mhz": 1000, "peaks": {}}, "name must be a string"),
+])
+def test_spec_files_with_wrong_types_are_one_line_errors(tmp_path, capsys, entry, problem):
+    path = tmp_path / "gpus.json"
+    path.write_text(json.dumps({"gpu": [entry]}))
+    assert cli.main(["specs", "--spec", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert problem in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, problem", [
+    (["--tests", ""], "--tests is empty"),
+    (["--json", ""], "--json needs a file name"),
+    (["--spec", ""], "--spec needs a file name"),
+])
+def test_empty_option_values_are_usage_errors(capsys, args, problem):
+    assert cli.main(["--backend", "vulkan", *args]) == 2
+    assert problem in capsys.readouterr().err

@@ -85,8 +85,9 @@ H200_SHAPES = [Shape(16, 16, 16, "fp16", "fp16", "fp16", "fp16", False, 3),
 
 def fake_device(extensions=("VK_KHR_cooperative_matrix", "VK_KHR_shader_bfloat16"), shapes=H200_SHAPES, **features):
     feats = {"cooperativeMatrix": True, "shaderBFloat16CooperativeMatrix": True, "shaderFloat64": True, **features}
-    caps = SimpleNamespace(extensions=set(extensions), coopmat_shapes=list(shapes), has=lambda f: bool(feats.get(f)))
-    return SimpleNamespace(caps=caps, info=SimpleNamespace(driver="1.2.3", extra={"driver_name": "Fake"}))
+    caps = SimpleNamespace(extensions=set(extensions), coopmat_shapes=list(shapes), coopmat2={},
+                           has=lambda f: bool(feats.get(f)))
+    return SimpleNamespace(caps=caps, driver_label="Fake 1.2.3")
 
 
 def test_variants_are_the_reported_subgroup_shapes():

@@ -74,7 +74,9 @@ def documented_caches(spec) -> dict | None:
     data = spec.data
     caches = {"l2": int(data["l2_mib"] * (1 << 20))}
     if data.get("l1_kib_per_unit"):
-        caches["l1"] = int(data["l1_kib_per_unit"] * 1024)
+        # The per-unit cache is AMD RDNA's L0 (its L1 is shared by a shader array).
+        rdna = data.get("vendor") == "AMD" and str(data.get("architecture", "")).upper().startswith("RDNA")
+        caches["l0" if rdna else "l1"] = int(data["l1_kib_per_unit"] * 1024)
     if data.get("l3_mib"):
         caches["l3"] = int(data["l3_mib"] * (1 << 20))
     return caches

@@ -28,7 +28,8 @@ def with_spec(result: Result, spec: GpuSpec | None) -> Result:
         return result
     result.spec_value = peak
     result.pct_of_spec = round(100 * result.value / peak, 1)
-    if result.clock_mhz:
+    # Only arithmetic peaks scale with the core clock; memory and latency do not.
+    if result.clock_mhz and result.test.split(".")[0] in ("compute", "matrix"):
         at_clock = peak * result.clock_mhz / spec.peak_clock_mhz(result.test)
         result.pct_of_clock_peak = round(100 * result.value / at_clock, 1)
     return result
@@ -43,15 +44,18 @@ def unsupported(test: TestSpec, reason: str) -> Result:
 
 def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str], None],
              spec: GpuSpec | None = None) -> Result:
-    reason = device.support(test)
+    try:
+        reason = device.support(test)
+        # Matrix tests take their variants (shapes) from the device; others from the catalog.
+        offered = () if reason else device.variants(test)
+    except Exception as e:
+        return Result(test.name, "failed", test.unit, reason=_reason(e))
     if reason:
         return unsupported(test, reason)
-    # Matrix tests take their variants (shapes) from the device; others from the catalog.
-    offered = device.variants(test) if hasattr(device, "variants") else test.variants
     if not offered:
         return Result(test.name, "failed", test.unit, reason="the backend offered no variant to run")
     variants: list[VariantResult] = []
-    started = time.perf_counter()     # sustained load begins with the first variant's calibration
+    started = None      # sustained load begins with the first variant's calibration launch
     for variant in offered:
         workload = None
         try:
@@ -63,6 +67,7 @@ def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str
             if hasattr(workload, "measure"):      # latency and launch: the workload measures itself
                 v = workload.measure(settings, device.clock_mhz, spec)
             else:
+                started = started or time.perf_counter()
                 v = measure(workload, test.unit, settings, started, device.clock_mhz)
             v.name = variant.name
             series = workload.series() if hasattr(workload, "series") else None

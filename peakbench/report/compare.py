@@ -5,7 +5,7 @@ from tabulate import tabulate
 
 
 def label(run: dict, source: str) -> str:
-    return f"{source}:{run['backend']}:{run['device']['name']}"
+    return f"{source}:{run['backend']}{run['device'].get('index', 0)}:{run['device']['name']}"
 
 
 def compare(docs: list[tuple[str, dict]]) -> str:

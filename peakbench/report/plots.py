@@ -38,7 +38,7 @@ def write(runs: list[dict], folder: str | Path) -> list[Path]:
     written = []
     for run in runs:
         by_test = {r["test"]: r for r in run["results"]}
-        name = f"{run['backend']}-{_slug(run['device']['name'])}"
+        name = f"{run['backend']}{run['device'].get('index', 0)}-{_slug(run['device']['name'])}"
         charts = []
         latency = next((r for r in run["results"] if r["test"].startswith("latency.") and r.get("series")), None)
         if latency:

@@ -83,11 +83,14 @@ def check_writable(path: str | Path) -> None:
 def write_atomic(path: str | Path, text: str) -> None:
     """Write via a temporary file in the same folder and rename, so readers never see half."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.resolve().parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.resolve().parent)
+    except OSError as e:
+        raise ResultFileError(f"cannot write {path}: {e.strerror}") from None
     umask = os.umask(0)
     os.umask(umask)
-    os.fchmod(fd, 0o666 & ~umask)     # mkstemp makes 0600; a result file is an ordinary file
     try:
+        os.fchmod(fd, 0o666 & ~umask)     # mkstemp makes 0600; a result file is an ordinary file
         with os.fdopen(fd, "w") as f:
             f.write(text)
         os.replace(tmp, path)
@@ -110,7 +113,29 @@ def load_json(path: str | Path) -> dict:
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise ResultFileError(f"{path} is not a peakbench result (schema {SCHEMA!r} expected, "
                               f"found {doc.get('schema') if isinstance(doc, dict) else None!r})")
-    if not isinstance(doc.get("runs"), list) or not all(
-            isinstance(r, dict) and isinstance(r.get("results"), list) for r in doc["runs"]):
-        raise ResultFileError(f"{path}: 'runs' must be a list of runs with 'results'")
+    if not isinstance(doc.get("runs"), list):
+        raise ResultFileError(f"{path}: 'runs' must be a list")
+    for i, run in enumerate(doc["runs"]):
+        problem = _run_problem(run)
+        if problem:
+            raise ResultFileError(f"{path}: run {i}: {problem}")
     return doc
+
+
+def _run_problem(run) -> str | None:
+    """What makes a run unusable by the renderers, or None."""
+    if not isinstance(run, dict) or not isinstance(run.get("backend"), str):
+        return "no backend"
+    if not isinstance(run.get("device"), dict) or not isinstance(run["device"].get("name"), str):
+        return "no device name"
+    if not isinstance(run.get("results"), list):
+        return "no results list"
+    for r in run["results"]:
+        if not isinstance(r, dict) or not all(isinstance(r.get(k), str) for k in ("test", "status", "unit")):
+            return "a result without test, status and unit"
+        if r["status"] not in STATUSES:
+            return f"{r['test']}: unknown status {r['status']!r}"
+        value = r.get("value")
+        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+            return f"{r['test']}: value is not a number"
+    return None

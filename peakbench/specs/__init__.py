@@ -39,27 +39,54 @@ class GpuSpec:
         return {"name": self.name, "boost_clock_mhz": self.boost_clock_mhz, "source": self.source}
 
 
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+
+
+def _strings(v) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _check(e, origin: str, n: int) -> None:
+    """One-line errors for entries the lookup and the % columns could not use."""
+    if not isinstance(e, dict):
+        raise SpecError(f"{origin}: gpu entry {n} is not a table")
+    missing = [k for k in REQUIRED if k not in e]
+    if missing:
+        raise SpecError(f"{origin}: gpu entry {n} lacks {', '.join(missing)}")
+    name = e["name"]
+    problems = []
+    if not isinstance(name, str) or not name:
+        problems.append("name must be a string")
+    if not _number(e["boost_clock_mhz"]):
+        problems.append("boost_clock_mhz must be a positive number")
+    for table in ("peaks", "peak_clock_mhz"):
+        if table in e and not (isinstance(e[table], dict) and all(_number(v) for v in e[table].values())):
+            problems.append(f"{table} must map test names to positive numbers")
+    for field in ("match", "pci_ids"):
+        if field in e and not _strings(e[field]):
+            problems.append(f"{field} must be a list of strings")
+    if problems:
+        raise SpecError(f"{origin}: gpu '{name}': {'; '.join(problems)}")
+
+
 def _parse(entries, origin: str) -> list[GpuSpec]:
     if not isinstance(entries, list):
         raise SpecError(f"{origin}: expected a list of [[gpu]] tables")
     specs = []
     for n, e in enumerate(entries, 1):
-        missing = [k for k in REQUIRED if not isinstance(e, dict) or k not in e]
-        if missing:
-            raise SpecError(f"{origin}: gpu entry {n} lacks {', '.join(missing)}")
-        bad = [k for k, v in e["peaks"].items() if not isinstance(v, (int, float)) or v <= 0]
-        if bad or not isinstance(e["boost_clock_mhz"], (int, float)):
-            raise SpecError(f"{origin}: gpu '{e['name']}' has a non-numeric or non-positive value"
-                            f" ({', '.join(bad) or 'boost_clock_mhz'})")
+        _check(e, origin, n)
         specs.append(GpuSpec(e["name"], float(e["boost_clock_mhz"]), dict(e["peaks"]),
                              tuple(m.lower() for m in e.get("match", [e["name"]])),
                              tuple(p.lower() for p in e.get("pci_ids", [])),
-                             e.get("source", ""), e))
+                             str(e.get("source", "")), e))
     return specs
 
 
 def load_file(path: str | Path) -> list[GpuSpec]:
     path = Path(path)
+    if not str(path).strip():
+        raise SpecError("--spec needs a GPU name or a file")
     try:
         text = path.read_text()
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
@@ -108,8 +135,8 @@ def match(specs: list[GpuSpec], device_name: str, vendor_id: int, device_id: int
 
 
 def resolve(option: str | None) -> tuple[list[GpuSpec], GpuSpec | None]:
-    """The database and the forced spec for `--spec NAME|FILE` (a file adds GPUs, forces none
-    unless it holds exactly one)."""
+    """The database and the forced spec for `--spec NAME|FILE`: a file adds its GPUs to the
+    database, and one that holds exactly one GPU is also used for every device."""
     if option is None:
         return load_database(), None
     if Path(option).exists():

@@ -115,7 +115,7 @@ def matching(test: TestSpec, shapes: list[Shape], scope: int = SCOPE_SUBGROUP) -
 
 def support(test: TestSpec, dev) -> str | None:
     a, c = _types(test)
-    driver = f"{dev.info.extra.get('driver_name', '')} {dev.info.driver}".strip()
+    driver = dev.driver_label
     if a in NO_COMPONENT:
         return NO_COMPONENT[a]
     if EXT not in dev.caps.extensions or not dev.caps.has("cooperativeMatrix"):
@@ -141,7 +141,7 @@ def variants(test: TestSpec, dev) -> tuple[Variant, ...]:
     for s in matching(test, dev.caps.coopmat_shapes):
         prefix = "u8:" if s.a == "uint8" else ""
         out.append(catalog.shape(s.m, s.n, s.k, prefix))
-    limit = dev.caps.coopmat2.get("max_dimension", 0) if hasattr(dev.caps, "coopmat2") else 0
+    limit = dev.caps.coopmat2.get("max_dimension", 0)
     # The widest workgroups the driver offers (128 and more invocations) sharing 64-128 wide tiles.
     for s in matching(test, dev.caps.coopmat_shapes, SCOPE_WORKGROUP):
         if s.a == "uint8" or s.invocations < 128:
@@ -211,9 +211,7 @@ class MatrixWorkload:
         code = module(a, c, m, n, k, self.accumulators, workgroup)
         sub = dev.caps.subgroup_size
         local = variant.invocations if workgroup else sub * 4
-        threads = WAVES * dev.caps.units * dev.caps.threads_per_unit if dev.caps.units and dev.caps.threads_per_unit \
-            else 1 << 18
-        self.groups = max(1, threads // local)
+        self.groups = max(1, dev.grid_threads(WAVES) // local)
         self.subgroups = self.groups if workgroup else self.groups * (local // sub)   # tile owners
         self.inputs = ref.make_inputs(m, n, k, a, c, self.accumulators)
         self.out_dtype = ref.STORAGE[c]

@@ -19,6 +19,8 @@ from peakbench.vulkan.instance import (EXT_BFLOAT16, EXT_COOPMAT, EXT_COOPMAT2, 
 
 ffi = vk.ffi
 FENCE_TIMEOUT_S = 120.0
+CPU_THREADS_PER_CORE = 256
+FALLBACK_THREADS = 1 << 20
 
 
 class VulkanError(Exception):
@@ -59,6 +61,7 @@ class VulkanDevice:
     def __init__(self, physical, info: DeviceInfo, caps: Capabilities):
         self.physical, self.info, self.caps = physical, info, caps
         self.device = None
+        self.lost: str | None = None      # why the device can no longer be used, once it cannot
         self._keep = []
         families = vk.vkGetPhysicalDeviceQueueFamilyProperties(physical)
         compute = [i for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT]
@@ -67,18 +70,23 @@ class VulkanDevice:
         bits = families[self.family].timestampValidBits
         self.timestamp_mask = (1 << bits) - 1 if bits else 0
         self.memory_props = vk.vkGetPhysicalDeviceMemoryProperties(physical)
-        self._create_device()
-        self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
-        self.command_pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(
-            flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, queueFamilyIndex=self.family), None)
-        self.cmd = vk.vkAllocateCommandBuffers(self.device, vk.VkCommandBufferAllocateInfo(
-            commandPool=self.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
-        self.fence = vk.vkCreateFence(self.device, vk.VkFenceCreateInfo(), None)
-        self.query_pool = vk.vkCreateQueryPool(self.device, vk.VkQueryPoolCreateInfo(
-            queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=2), None)
         self._buffers: list[Buffer] = []
         self._pipelines: list[Pipeline] = []
-        self.clock = ClockReader.for_device(info)
+        self.command_pool = self.fence = self.query_pool = self.clock = None
+        self._create_device()
+        try:
+            self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
+            self.command_pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(
+                flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, queueFamilyIndex=self.family), None)
+            self.cmd = vk.vkAllocateCommandBuffers(self.device, vk.VkCommandBufferAllocateInfo(
+                commandPool=self.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
+            self.fence = vk.vkCreateFence(self.device, vk.VkFenceCreateInfo(), None)
+            self.query_pool = vk.vkCreateQueryPool(self.device, vk.VkQueryPoolCreateInfo(
+                queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=2), None)
+            self.clock = ClockReader.for_device(info)
+        except Exception:
+            self.close()
+            raise
 
     # -- device creation -------------------------------------------------------------------
     def _create_device(self):
@@ -236,6 +244,9 @@ class VulkanDevice:
             handle = vk.vkCreateComputePipelines(d, None, 1, [vk.VkComputePipelineCreateInfo(
                 flags=flags, stage=stage, layout=layout)], None)[0]
         except vk.VkError as e:
+            vk.vkDestroyPipelineLayout(d, layout, None)
+            vk.vkDestroyDescriptorSetLayout(d, set_layout, None)
+            vk.vkDestroyShaderModule(d, module, None)
             raise VulkanError(f"vkCreateComputePipelines failed: {type(e).__name__}") from None
         pool = dset = None
         if bindings:
@@ -317,19 +328,35 @@ class VulkanDevice:
 
     # -- submission ------------------------------------------------------------------------
     def _submit(self, record) -> None:
+        if self.lost:
+            raise VulkanError(self.lost)
         vk.vkResetCommandBuffer(self.cmd, 0)
         vk.vkBeginCommandBuffer(self.cmd, vk.VkCommandBufferBeginInfo(
             flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
         record(self.cmd)
+        # Make every write of this submission available to the next one and to the host: a
+        # fence wait orders execution but does not make device writes visible by itself.
+        vk.vkCmdPipelineBarrier(self.cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                                vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT, 0,
+                                1, [vk.VkMemoryBarrier(srcAccessMask=vk.VK_ACCESS_MEMORY_WRITE_BIT,
+                                                       dstAccessMask=vk.VK_ACCESS_MEMORY_READ_BIT
+                                                       | vk.VK_ACCESS_MEMORY_WRITE_BIT | vk.VK_ACCESS_HOST_READ_BIT)],
+                                0, None, 0, None)
         vk.vkEndCommandBuffer(self.cmd)
-        vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(pCommandBuffers=[self.cmd])], self.fence)
-        self._wait()
+        self._run(self.cmd)
 
-    def _wait(self) -> None:
+    def _run(self, cmd) -> None:
+        """Submit a recorded command buffer and wait for it; a timeout or a lost device ends
+        this device's use (the command buffer and fence may still be pending)."""
         try:
+            vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(pCommandBuffers=[cmd])], self.fence)
             vk.vkWaitForFences(self.device, 1, [self.fence], vk.VK_TRUE, int(FENCE_TIMEOUT_S * 1e9))
         except vk.VkTimeout:
-            raise VulkanError(f"the GPU did not finish within {FENCE_TIMEOUT_S:.0f} s (fence timeout)") from None
+            self.lost = f"the GPU did not finish within {FENCE_TIMEOUT_S:.0f} s (fence timeout); device abandoned"
+            raise VulkanError(self.lost) from None
+        except vk.VkErrorDeviceLost:
+            self.lost = "VK_ERROR_DEVICE_LOST: the driver lost the device"
+            raise VulkanError(self.lost) from None
         vk.vkResetFences(self.device, 1, [self.fence])
 
     def dispatch(self, p: Pipeline, groups: int, push: list[int], timestamps: bool = True) -> float:
@@ -363,6 +390,41 @@ class VulkanDevice:
         delta = (ticks[1] - ticks[0]) & self.timestamp_mask
         return delta * self.caps.timestamp_period_ns * 1e-9
 
+    def submit_times(self, p: Pipeline, count: int) -> list[float]:
+        """Submit-to-fence wall times (s) of one empty dispatch, recorded once and resubmitted:
+        what a launch costs the host, without command recording in the measurement."""
+        cmd = vk.vkAllocateCommandBuffers(self.device, vk.VkCommandBufferAllocateInfo(
+            commandPool=self.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
+        try:
+            vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo())
+            vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.handle)
+            vk.vkCmdDispatch(cmd, 1, 1, 1)
+            vk.vkEndCommandBuffer(cmd)
+            times = []
+            for _ in range(count):
+                t0 = time.perf_counter()
+                self._run(cmd)
+                times.append(time.perf_counter() - t0)
+            return times
+        finally:
+            vk.vkFreeCommandBuffers(self.device, self.command_pool, 1, [cmd])
+
+    # -- sizing and naming -----------------------------------------------------------------
+    def grid_threads(self, waves: int) -> int:
+        """Invocations that fill the device `waves` times over: units x resident invocations per
+        unit where Vulkan reveals them, a few hundred per core on a CPU driver, else 2^20 (more
+        than any GPU holds at once)."""
+        caps = self.caps
+        if self.info.kind == "cpu":
+            return (caps.units or 1) * CPU_THREADS_PER_CORE
+        if caps.units and caps.threads_per_unit:
+            return waves * caps.units * caps.threads_per_unit
+        return FALLBACK_THREADS
+
+    @property
+    def driver_label(self) -> str:
+        return f"{self.info.extra.get('driver_name', '')} {self.info.driver}".strip()
+
     # -- the Device interface --------------------------------------------------------------
     def support(self, test) -> str | None:
         from peakbench.vulkan.workloads import support
@@ -382,14 +444,20 @@ class VulkanDevice:
     def close(self) -> None:
         if self.device is None:
             return
-        vk.vkDeviceWaitIdle(self.device)
+        try:
+            vk.vkDeviceWaitIdle(self.device)
+        except vk.VkError:
+            pass      # a lost device: destroy what we can
         for p in list(self._pipelines):
             self.destroy(p)
         for b in list(self._buffers):
             self.free(b)
-        vk.vkDestroyQueryPool(self.device, self.query_pool, None)
-        vk.vkDestroyFence(self.device, self.fence, None)
-        vk.vkDestroyCommandPool(self.device, self.command_pool, None)
+        if self.query_pool is not None:
+            vk.vkDestroyQueryPool(self.device, self.query_pool, None)
+        if self.fence is not None:
+            vk.vkDestroyFence(self.device, self.fence, None)
+        if self.command_pool is not None:
+            vk.vkDestroyCommandPool(self.device, self.command_pool, None)
         vk.vkDestroyDevice(self.device, None)
         self.device = None
         if self.clock:

@@ -63,9 +63,10 @@ class StreamWorkload:
     def __init__(self, test: TestSpec, variant: Variant, dev):
         self.test, self.dev, self.name = test, dev, variant.name
         self.mode = test.dtype
-        units, per_unit = dev.caps.units, dev.caps.threads_per_unit
-        threads = units * per_unit if units and per_unit else (units or 1) * 256 if dev.info.kind == "cpu" else 1 << 18
-        self.groups = max(1, threads // LOCAL)
+        # One resident wave: passes loop inside the kernel, so every workgroup must be resident
+        # for a line's reuse distance to be the whole buffer (a second wave would reread its
+        # own slice from the L2 and count it as memory bandwidth).
+        self.groups = max(1, dev.grid_threads(1) // LOCAL)
         self.threads = self.groups * LOCAL
         self.step = self.threads * STREAM_UNROLL
         self.n_vec = max(self.step, working_bytes(dev) // 16 // self.step * self.step)
@@ -193,9 +194,14 @@ class ChaseSweep:
         finally:
             self.dev.free(buf)
 
+    def first_level(self) -> int:
+        """Without documented sizes, where level names start: AMD's RDNA GPUs have an L0 vector
+        cache, CDNA (Instinct) GPUs and everyone else start at L1."""
+        amd, name = self.dev.info.vendor_id == 0x1002, self.dev.info.name.lower()
+        return 0 if amd and not any(k in name for k in ("instinct", " mi")) else 1
+
     def levels(self, spec=None) -> dict:
-        first = 0 if self.dev.info.vendor_id == 0x1002 else 1   # AMD RDNA has an L0 vector cache
-        return name_levels(plateaus(self.sizes, self.latencies), first, documented_caches(spec))
+        return name_levels(plateaus(self.sizes, self.latencies), self.first_level(), documented_caches(spec))
 
     def series(self) -> dict:
         return {"x": "working_set_bytes", "y": "ns", "working_set_bytes": self.sizes,
@@ -214,23 +220,24 @@ class LatencyWorkload:
         return self.sweep.problem
 
     def measure(self, settings, clock, spec=None) -> VariantResult:
-        level = self.sweep.levels(spec).get(self.test.dtype)
-        found = ", ".join(f"{p.latency_ns:.0f} ns from {p.first_bytes // 1024} KiB" for p in plateaus(self.sweep.sizes, self.sweep.latencies))
+        found = plateaus(self.sweep.sizes, self.sweep.latencies)
+        levels = name_levels(found, self.sweep.first_level(), documented_caches(spec))
+        described = ", ".join(f"{p.latency_ns:.0f} ns from {p.first_bytes // 1024} KiB" for p in found)
+        level = levels.get(self.test.dtype)
         if level is None:
             from peakbench.backend import Unsupported
-            raise Unsupported(f"[hardware] the latency sweep found no {self.test.dtype.upper()} level (plateaus: {found})")
+            raise Unsupported(f"[hardware] the latency sweep found no {self.test.dtype.upper()} level (plateaus: {described})")
         points = [t for s, t in zip(self.sweep.sizes, self.sweep.latencies) if level.first_bytes <= s <= level.last_bytes]
-        # No clock and no cycles: NVML reads the GPU idling between chase launches (600-810 MHz
-        # on the H200) while the loads run at the full clock (see PERFORMANCE_ANALYSIS.md).
-        mhz = None
         params = {**self.params, "working_sets_bytes": [level.first_bytes, level.last_bytes]}
-        evidence = {"plateaus": found, "path": self.params["path"],
+        evidence = {"plateaus": described, "path": self.params["path"],
                     "levels_named_from": "spec cache sizes" if documented_caches(spec) else "plateau order"}
-        dram = self.sweep.levels(spec).get("dram")
-        beyond = [p for p in plateaus(self.sweep.sizes, self.sweep.latencies) if dram and p.first_bytes > dram.last_bytes]
+        dram = levels.get("dram")
+        beyond = [p for p in found if dram and p.first_bytes > dram.last_bytes]
         if beyond:   # past DRAM's own plateau the chase also misses the address translation caches
             evidence["page_or_tlb_effects"] = ", ".join(f"{p.latency_ns:.0f} ns from {p.first_bytes >> 20} MiB" for p in beyond)
-        return VariantResult(self.name, 0, summarize(points), mhz, params, evidence)
+        # No clock and no cycles: NVML reads the GPU idling between chase launches (600-810 MHz
+        # on the H200) while the loads run at the full clock (see PERFORMANCE_ANALYSIS.md).
+        return VariantResult(self.name, 0, summarize(points), None, params, evidence)
 
     def series(self) -> dict:
         return self.sweep.series()
@@ -245,20 +252,17 @@ class LaunchWorkload:
     def __init__(self, test: TestSpec, variant: Variant, dev):
         self.dev, self.name = dev, variant.name
         self.pipeline = dev.pipeline(compile_shader("empty.comp"), bindings=0, local_size=1, label="empty")
-        self.params, self.evidence = {"dispatch": "1 workgroup of 1 invocation"}, {}
+        self.params = {"dispatch": "1 workgroup of 1 invocation, recorded once", "timed": "vkQueueSubmit to fence signalled, host clock"}
+        self.evidence = {}
 
     def verify(self) -> str | None:
         return None
 
     def measure(self, settings, clock, spec=None) -> VariantResult:
-        for _ in range(20):
-            self.dev.dispatch(self.pipeline, 1, [0])
-        samples = []
-        for _ in range(200 if settings.min_samples >= 10 else 50):
-            t0 = time.perf_counter()
-            self.dev.dispatch(self.pipeline, 1, [0], timestamps=False)
-            samples.append((time.perf_counter() - t0) * 1e6)
-        return VariantResult(self.name, 0, summarize(samples), clock(), dict(self.params), {})
+        self.dev.submit_times(self.pipeline, 20)                      # first submissions are slower
+        samples = self.dev.submit_times(self.pipeline, 200 if settings.min_samples >= 10 else 50)
+        # No clock: an empty dispatch leaves the GPU idle, so the reading would say nothing.
+        return VariantResult(self.name, 0, summarize([t * 1e6 for t in samples]), None, dict(self.params), {})
 
     def close(self) -> None:
         self.dev.destroy(self.pipeline)

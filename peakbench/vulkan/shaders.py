@@ -131,10 +131,13 @@ def compile_shader(name: str, settings: dict | None = None) -> bytes:
                   str(SHADERS / name), "-o", str(out)], f"glslangValidator {name} {settings}")
         validate(out.read_bytes(), f"{name} {settings}")
         code = out.read_bytes()
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    tmp_file = cached.with_suffix(f".{os.getpid()}.tmp")
-    tmp_file.write_bytes(code)
-    os.replace(tmp_file, cached)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp_file = cached.with_suffix(f".{os.getpid()}.tmp")
+        tmp_file.write_bytes(code)
+        os.replace(tmp_file, cached)
+    except OSError:
+        pass      # the cache only saves time; an unwritable one means compiling again next run
     return code
 
 

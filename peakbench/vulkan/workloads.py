@@ -11,9 +11,7 @@ from peakbench.vulkan.instance import EXT_BFLOAT16, EXT_FLOAT8
 from peakbench.vulkan.shaders import compile_shader
 
 LOCAL_SIZE = 256
-WAVES = 4                  # grid = WAVES x (units x resident threads per unit) when both are known
-FALLBACK_THREADS = 1 << 20  # enough to fill any GPU whose size Vulkan does not reveal
-CPU_THREADS_PER_CORE = 256
+WAVES = 4                  # the ALU grid fills the device this many times over
 VERIFY_THREADS = 4096      # threads whose output the host recomputes (spread over the grid)
 
 # GLSL vector type per (dtype, width) for the "fma" kernel family.
@@ -49,7 +47,7 @@ def support(test: TestSpec, dev) -> str | None:
         return coopmat.support(test, dev)
     if test.family in ("memory", "latency", "launch"):
         return None
-    caps, driver = dev.caps, f"{dev.info.extra.get('driver_name', '')} {dev.info.driver}".strip()
+    caps, driver = dev.caps, dev.driver_label
     if not test.kernel:
         have = " (exposed here)" if EXT_FLOAT8 in caps.extensions else f" (not exposed by {driver})"
         return NO_KERNEL.get(test.name, "[api] no Vulkan path").format(have=have)
@@ -59,15 +57,6 @@ def support(test: TestSpec, dev) -> str | None:
     if missing:
         return f"[driver] {driver} does not support {', '.join(missing)}"
     return None
-
-
-def grid_threads(dev) -> int:
-    caps = dev.caps
-    if dev.info.kind == "cpu":
-        return (caps.units or 1) * CPU_THREADS_PER_CORE
-    if caps.units and caps.threads_per_unit:
-        return WAVES * caps.units * caps.threads_per_unit
-    return FALLBACK_THREADS
 
 
 def kernel_source(test: TestSpec, v: Variant) -> tuple[str, dict]:
@@ -91,7 +80,7 @@ class AluWorkload:
         shader, settings = kernel_source(test, variant)
         code = compile_shader(shader, settings)
         local = min(LOCAL_SIZE, dev.caps.max_workgroup_size)
-        self.groups = max(1, grid_threads(dev) // local)
+        self.groups = max(1, dev.grid_threads(WAVES) // local)
         self.threads = self.groups * local
         self.inputs = ref.make_inputs(test.kernel, test.dtype, variant.width)
         self.out_dtype = ref.DTYPES[test.dtype]
@@ -142,6 +131,8 @@ def variants(test: TestSpec, dev) -> tuple[Variant, ...]:
 
 
 def prepare(test: TestSpec, variant: Variant, dev):
+    """The workload for one variant; Unsupported (with support()'s reason) for a test that
+    cannot run here, as the Device interface promises."""
     reason = support(test, dev)
     if reason:
         raise Unsupported(reason)
