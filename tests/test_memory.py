@@ -97,7 +97,8 @@ def test_read_sweep_covers_each_working_set(vulkan_device):
         s = w.sweep(0.001)
     finally:
         w.close()
-    assert s["working_set_bytes"][0] == 4096 and s["working_set_bytes"][-1] == w.params["buffer_bytes"]
+    sizes = s["working_set_bytes"]
+    assert sizes[0] == 4096 and sizes[-1] <= w.params["buffer_bytes"] < 2 * sizes[-1]
     assert len(s["GB/s"]) == len(s["working_set_bytes"]) and min(s["GB/s"]) > 0
 
 
