@@ -14,7 +14,7 @@ from vulkan._vulkan import lib as vk_lib
 from peakbench.backend import DeviceInfo
 from peakbench.telemetry import ClockReader
 from peakbench.vulkan.instance import (EXT_BFLOAT16, EXT_COOPMAT, EXT_COOPMAT2, EXT_EXECUTABLE_PROPERTIES,
-                                       EXT_FLOAT8, STYPE_BFLOAT16_FEATURES, STYPE_COOPMAT2_FEATURES,
+                                       EXT_FLOAT8, EXT_SHADER_CLOCK, STYPE_BFLOAT16_FEATURES, STYPE_COOPMAT2_FEATURES,
                                        STYPE_FLOAT8_FEATURES, Capabilities, _chain, _new, _raw, _string)
 
 ffi = vk.ffi
@@ -124,6 +124,12 @@ class VulkanDevice:
             coop.cooperativeMatrix = 1
             chain.append(coop)
             extensions.append(EXT_COOPMAT)
+        if self.caps.has("shaderSubgroupClock"):
+            clock = _new("VkPhysicalDeviceShaderClockFeaturesKHR",
+                         vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR)
+            clock.shaderSubgroupClock = 1
+            chain.append(clock)
+            extensions.append(EXT_SHADER_CLOCK)
         if self.caps.has("pipelineExecutableInfo"):
             exe = _new("VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
                        vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR)

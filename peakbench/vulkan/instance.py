@@ -15,6 +15,7 @@ STYPE_BFLOAT16_FEATURES = 1000141000      # VkPhysicalDeviceShaderBfloat16Featur
 STYPE_FLOAT8_FEATURES = 1000567000        # VkPhysicalDeviceShaderFloat8FeaturesEXT
 EXT_COOPMAT = "VK_KHR_cooperative_matrix"
 EXT_COOPMAT2 = "VK_NV_cooperative_matrix2"
+EXT_SHADER_CLOCK = "VK_KHR_shader_clock"
 STYPE_COOPMAT2_FEATURES = 1000593000      # VkPhysicalDeviceCooperativeMatrix2FeaturesNV
 STYPE_COOPMAT2_PROPERTIES = 1000593002    # VkPhysicalDeviceCooperativeMatrix2PropertiesNV
 EXT_BFLOAT16 = "VK_KHR_shader_bfloat16"
@@ -105,6 +106,10 @@ def probe_features(pd, extensions: set) -> dict:
         coop = _new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
                     vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR)
         chain.append(coop)
+    clock = None
+    if EXT_SHADER_CLOCK in extensions:
+        clock = _new("VkPhysicalDeviceShaderClockFeaturesKHR", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR)
+        chain.append(clock)
     exe = None
     if EXT_EXECUTABLE_PROPERTIES in extensions:
         exe = _new("VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
@@ -130,6 +135,7 @@ def probe_features(pd, extensions: set) -> dict:
         "cooperativeMatrixWorkgroupScope": bool(cm2 and cm2[4]),
         "cooperativeMatrixFlexibleDimensions": bool(cm2 and cm2[5]),
         "vulkanMemoryModel": f12.vulkanMemoryModel,
+        "shaderSubgroupClock": bool(clock and clock.shaderSubgroupClock),
     }
 
 

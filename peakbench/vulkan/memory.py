@@ -145,10 +145,11 @@ class ChaseSweep:
 
     def __init__(self, dev, sample_s: float = SWEEP_SAMPLE_S):
         self.dev = dev
-        code = compile_shader("mem_chase.comp")
+        self.clocked = dev.caps.has("shaderSubgroupClock")
+        code = compile_shader("mem_chase.comp", {"CLOCK": int(self.clocked)})
         self.pipeline = dev.pipeline(code, bindings=2, local_size=1, push_bytes=8, label="chase")
-        self.out = dev.buffer(16)
-        self.sizes, self.latencies, self.problem = [], [], None
+        self.out = dev.buffer(32)
+        self.sizes, self.latencies, self.cycles, self.mhz, self.problem = [], [], [], [], None
         self.position = 0
         limit = min(CHASE_MAX, working_bytes(dev))
         rng = np.random.default_rng(12345)
@@ -185,12 +186,17 @@ class ChaseSweep:
             # and outer counted together; seen: 255 rounds of 256 fail, 250 pass), so a CPU
             # device gets at most 128 rounds.
             rounds, _ = calibrate(run, _Budget(sample_s, CPU_ROUNDS if self.dev.info.kind == "cpu" else 1 << 24))
-            seconds = median([run(rounds) for _ in range(3)])
-            last = np.frombuffer(self.dev.download(self.out, 4), np.uint32)[0]
+            run(rounds)                      # one untimed launch at the final length first
+            times = [run(rounds) for _ in range(3)]
+            words = np.frombuffer(self.dev.download(self.out, 20), np.uint32).astype(np.uint64)
             want = order[self.position] * stride
-            if last != want and self.problem is None:
-                self.problem = f"working set {ws} B: the chase ended at {last}, not at {want}"
-            return seconds / (rounds * ROUND) * 1e9
+            if words[0] != want and self.problem is None:
+                self.problem = f"working set {ws} B: the chase ended at {words[0]}, not at {want}"
+            if self.clocked:    # cycles of the last launch, from the core's own counter
+                cycles = float(((words[4] << 32) | words[3]) - ((words[2] << 32) | words[1]))
+                self.cycles.append(round(cycles / (rounds * ROUND), 1))
+                self.mhz.append(round(cycles / times[-1] / 1e6))
+            return median(times) / (rounds * ROUND) * 1e9
         finally:
             self.dev.free(buf)
 
@@ -204,8 +210,11 @@ class ChaseSweep:
         return name_levels(plateaus(self.sizes, self.latencies), self.first_level(), documented_caches(spec))
 
     def series(self) -> dict:
-        return {"x": "working_set_bytes", "y": "ns", "working_set_bytes": self.sizes,
-                "ns": [round(t, 2) for t in self.latencies]}
+        out = {"x": "working_set_bytes", "y": "ns", "working_set_bytes": self.sizes,
+               "ns": [round(t, 2) for t in self.latencies]}
+        if self.cycles:
+            out["cycles"], out["clock_mhz"] = self.cycles, self.mhz
+        return out
 
 
 class LatencyWorkload:
@@ -227,17 +236,22 @@ class LatencyWorkload:
         if level is None:
             from peakbench.backend import Unsupported
             raise Unsupported(f"[hardware] the latency sweep found no {self.test.dtype.upper()} level (plateaus: {described})")
-        points = [t for s, t in zip(self.sweep.sizes, self.sweep.latencies) if level.first_bytes <= s <= level.last_bytes]
+        on = [level.first_bytes <= s <= level.last_bytes for s in self.sweep.sizes]
+        points = [t for t, inside in zip(self.sweep.latencies, on) if inside]
         params = {**self.params, "working_sets_bytes": [level.first_bytes, level.last_bytes]}
+        mhz = None
+        if self.sweep.cycles:    # the shader's own cycle counter: cycles need no outside clock
+            params["cycles"] = median([c for c, inside in zip(self.sweep.cycles, on) if inside])
+            mhz = median([m for m, inside in zip(self.sweep.mhz, on) if inside])
         evidence = {"plateaus": described, "path": self.params["path"],
                     "levels_named_from": "spec cache sizes" if documented_caches(spec) else "plateau order"}
         dram = levels.get("dram")
         beyond = [p for p in found if dram and p.first_bytes > dram.last_bytes]
         if beyond:   # past DRAM's own plateau the chase also misses the address translation caches
             evidence["page_or_tlb_effects"] = ", ".join(f"{p.latency_ns:.0f} ns from {p.first_bytes >> 20} MiB" for p in beyond)
-        # No clock and no cycles: NVML reads the GPU idling between chase launches (600-810 MHz
-        # on the H200) while the loads run at the full clock (see PERFORMANCE_ANALYSIS.md).
-        return VariantResult(self.name, 0, summarize(points), None, params, evidence)
+        # The clock is the shader counter's cycles over the launch's GPU time, not NVML, which
+        # reads the GPU idling between chase launches (600-810 MHz on the H200).
+        return VariantResult(self.name, 0, summarize(points), mhz, params, evidence)
 
     def series(self) -> dict:
         return self.sweep.series()
