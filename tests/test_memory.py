@@ -109,6 +109,10 @@ def test_latency_levels_on_this_device(vulkan_device):
     assert sweep.sizes[0] == 4096 and all(t > 0 for t in sweep.latencies)
     levels = sweep.levels()
     assert "dram" in levels and len(levels) >= 2
+    if vulkan_device.caps.has("shaderSubgroupClock"):     # cycles from the shader's own counter
+        series = sweep.series()
+        assert len(series["cycles"]) == len(series["clock_mhz"]) == len(sweep.sizes)
+        assert all(c > 0 for c in series["cycles"]) and all(m > 0 for m in series["clock_mhz"])
     assert levels["dram"].latency_ns > min(p.latency_ns for p in levels.values())
 
 
