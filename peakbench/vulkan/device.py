@@ -118,24 +118,20 @@ class VulkanDevice:
                 struct[4 + i] = int(value)
             chain.append(struct)
             extensions.append(extension)
-        if self.caps.has("cooperativeMatrix"):
-            coop = _new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
-                        vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR)
-            coop.cooperativeMatrix = 1
-            chain.append(coop)
-            extensions.append(EXT_COOPMAT)
-        if self.caps.has("shaderSubgroupClock"):
-            clock = _new("VkPhysicalDeviceShaderClockFeaturesKHR",
-                         vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR)
-            clock.shaderSubgroupClock = 1
-            chain.append(clock)
-            extensions.append(EXT_SHADER_CLOCK)
-        if self.caps.has("pipelineExecutableInfo"):
-            exe = _new("VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
-                       vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR)
-            exe.pipelineExecutableInfo = 1
-            chain.append(exe)
-            extensions.append(EXT_EXECUTABLE_PROPERTIES)
+        # Extension feature structures the headers do have: one feature bit each.
+        for feature, ctype, stype, extension in (
+                ("cooperativeMatrix", "VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
+                 vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR, EXT_COOPMAT),
+                ("shaderSubgroupClock", "VkPhysicalDeviceShaderClockFeaturesKHR",
+                 vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR, EXT_SHADER_CLOCK),
+                ("pipelineExecutableInfo", "VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
+                 vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+                 EXT_EXECUTABLE_PROPERTIES)):
+            if self.caps.has(feature):
+                struct = _new(ctype, stype)
+                setattr(struct, feature, 1)
+                chain.append(struct)
+                extensions.append(extension)
         _chain(*chain)
         info = vk.VkDeviceCreateInfo(
             pNext=f2, pQueueCreateInfos=[vk.VkDeviceQueueCreateInfo(
