@@ -3,7 +3,8 @@
 Per thread `gid`, accumulator k (0..A-1) starts at seeds[(gid*A + k) % SEEDS] (a width-lane row)
 and takes `steps` = iterations*unroll steps; the thread stores every accumulator, lanes kept
 apart, at out[(gid*A + k)*width + lane]. The step of each family:
-  fma      x = fma(x, b, c) for floats, x*b + c (wrapping) for integers
+  fma      x = fma(x, b, c) for floats (bfloat16 too, where a backend has a native FMA),
+           x*b + c (wrapping) for integers
   dot4x8   x = x + dot(int8x4(x), int8x4(b)) per 32-bit word, wrapping
   bf16dot  v = (dot(v, M[0]), ..., dot(v, M[n-1])) rounded to bfloat16, stored as f32
 The numbers are chosen so that the output depends on every seed and every step, and so that the
@@ -41,9 +42,10 @@ class AluInputs:
 
 def make_inputs(kernel: str, dtype: str, width: int) -> AluInputs:
     i = np.arange(SEEDS * width, dtype=np.int64).reshape(SEEDS, width)
-    if kernel == "fma" and dtype.startswith("fp"):
+    if kernel == "fma" and (dtype.startswith("fp") or dtype == "bf16"):
         t = DTYPES[dtype]
-        seeds = (1.0 + ((i * 37) % 256) / 256.0).astype(t)   # [1, 2), exact in fp16
+        steps = 128 if dtype == "bf16" else 256                # bfloat16 keeps 7 fraction bits
+        seeds = (1.0 + ((i * 37) % steps) / steps).astype(t)   # [1, 2), exact in the type
         params = np.array([[63 / 64] * width, [1 / 32] * width], dtype=t)
     elif kernel == "fma" and dtype == "int32":
         seeds = ((i * 2654435761) % 2**32).astype(np.uint32).view(np.int32)
@@ -88,11 +90,13 @@ def reference(kernel: str, dtype: str, inputs: AluInputs, accumulators: int, ste
     """The stored accumulators, shape (len(thread_ids), accumulators, width)."""
     rows = (thread_ids[:, None] * accumulators + np.arange(accumulators)) % SEEDS
     x = inputs.seeds[rows]                                   # (threads, A, width)
-    if kernel == "fma" and dtype.startswith("fp"):
+    if kernel == "fma" and (dtype.startswith("fp") or dtype == "bf16"):
         t = DTYPES[dtype]
         b, c = (p.astype(np.float64) for p in inputs.params)
         for _ in range(steps):
-            x = (x.astype(np.float64) * b + c).astype(t)
+            x = (x.astype(np.float64) * b + c).astype(t)    # exact for bf16 inputs: 14 bits
+            if dtype == "bf16":
+                x = round_bf16(x)
         return x
     if kernel == "fma":
         bits = 32 if dtype == "int32" else 16
