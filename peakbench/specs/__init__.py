@@ -63,9 +63,9 @@ def _check(e, origin: str, n: int) -> None:
     for table in ("peaks", "peak_clock_mhz"):
         if table in e and not (isinstance(e[table], dict) and all(_number(v) for v in e[table].values())):
             problems.append(f"{table} must map test names to positive numbers")
-    for field in ("match", "pci_ids"):
-        if field in e and not _strings(e[field]):
-            problems.append(f"{field} must be a list of strings")
+    for key in ("match", "pci_ids"):
+        if key in e and not _strings(e[key]):
+            problems.append(f"{key} must be a list of strings")
     if problems:
         raise SpecError(f"{origin}: gpu '{name}': {'; '.join(problems)}")
 

@@ -2,8 +2,6 @@
 latency sweep whose plateaus are the cache levels, and launch overhead."""
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from peakbench.catalog import TestSpec, Variant
