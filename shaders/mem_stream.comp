@@ -1,6 +1,8 @@
 #version 450
-// Memory bandwidth, kernel family "stream" (peakbench/catalog/memory.py). A grid-stride sweep
-// over N_VEC 16-byte vectors, PASSES times, UNROLL independent accesses in flight per thread:
+// Memory bandwidth, kernel family "stream" (peakbench/catalog/memory.py). PASSES sweeps over
+// N_VEC 16-byte vectors, UNROLL independent accesses in flight per thread. The read gives each
+// workgroup its own contiguous chunk (n_vec / workgroups vectors), streaming DRAM pages in order;
+// write and copy stride over the whole grid: each the faster layout on the H200 (shaders/mem.cu).
 //   bytes per launch = passes * n_vec * 16 (read or write), * 2 for copy (read + write)
 // MODE 0 read: every lane of every vector is summed (a sum of only .x would let a compiler
 //   narrow the 16-byte loads) and each thread stores its sum, which the host checks.
@@ -25,31 +27,36 @@ uint hash(uint x) {            // lowbias32 (Wellons): a bijection with good ava
 
 void main() {
     uint tid = gl_GlobalInvocationID.x;
+#if MODE == 3
     uint threads = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    uint step = threads * UNROLL;
-#if MODE == 0
+    for (uint i = tid; i < push.n_vec; i += threads)
+        dst[i] = uvec4(hash(4 * i), hash(4 * i + 1), hash(4 * i + 2), hash(4 * i + 3));
+#elif MODE == 0
+    uint chunk = push.n_vec / gl_NumWorkGroups.x;
+    uint base = gl_WorkGroupID.x * chunk + gl_LocalInvocationID.x;
+    uint local = gl_WorkGroupSize.x, step = local * UNROLL;
     uvec4 acc[UNROLL];
     [[unroll]] for (uint u = 0; u < UNROLL; u++) acc[u] = uvec4(0);
     for (uint pass = 0; pass < push.passes; pass++)
-        for (uint i = tid; i < push.n_vec; i += step)
+        for (uint i = 0; i < chunk; i += step)
             [[unroll]] for (uint u = 0; u < UNROLL; u++)
-                acc[u] += src[(i + u * threads + pass * push.shift) & push.mask];
+                acc[u] += src[(base + i + u * local + pass * push.shift) & push.mask];
     uvec4 sum = acc[0];
     [[unroll]] for (uint u = 1; u < UNROLL; u++) sum += acc[u];
     dst[tid] = sum;
-#elif MODE == 1
+#else
+    uint threads = gl_NumWorkGroups.x * gl_WorkGroupSize.x, step = threads * UNROLL;
+#if MODE == 1
     for (uint pass = 0; pass < push.passes; pass++)
         for (uint i = tid; i < push.n_vec; i += step)
             [[unroll]] for (uint u = 0; u < UNROLL; u++) {
                 uint j = i + u * threads;
                 dst[j] = uvec4(j, j ^ 0x5bd1e995U, ~j, j * 2654435761U + pass);
             }
-#elif MODE == 2
+#else
     for (uint pass = 0; pass < push.passes; pass++)
         for (uint i = tid; i < push.n_vec; i += step)
             [[unroll]] for (uint u = 0; u < UNROLL; u++) dst[i + u * threads] = src[i + u * threads];
-#else
-    for (uint i = tid; i < push.n_vec; i += threads)
-        dst[i] = uvec4(hash(4 * i), hash(4 * i + 1), hash(4 * i + 2), hash(4 * i + 3));
+#endif
 #endif
 }

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from peakbench.catalog import default_catalog
+from peakbench.harness import sweeps
 from peakbench.harness.levels import Plateau, documented_caches, name_levels, plateaus
 from peakbench.specs import find, load_database
 
@@ -61,14 +62,50 @@ def test_naming_by_order_and_by_documented_sizes():
     assert {k: v.latency_ns for k, v in by_size.items()} == {"l1": 30, "l2": 250, "dram": 600}
 
 
+def test_a_plateau_running_past_the_last_cache_is_dram():
+    # The H200 through CUDA (ld.global.ca): 20 ns to 128 KiB, 146 ns from 512 KiB, then one flat
+    # 338 ns plateau from 16 MiB to 512 MiB, which starts inside the 50 MiB L2.
+    sizes = [4 * KIB << i for i in range(18)]
+    ns = [20] * 6 + [92] + [146] * 4 + [191] + [338] * 6
+    caches = {"l1": 256 * KIB, "l2": 50 * MIB}
+    named = name_levels(plateaus(sizes, ns), 1, caches)
+    assert {k: v.latency_ns for k, v in named.items()} == {"l1": 20, "l2": 146, "dram": 338}
+    assert named["dram"].first_bytes == 16 * MIB
+
+
 def test_stream_host_reference():
-    mem = pytest.importorskip("peakbench.vulkan.memory", exc_type=(ImportError, OSError))
+    mem = sweeps
     # lowbias32 is a bijection: no two indices get the same word, so no compressible runs.
     h = mem.hash32(np.arange(1 << 16, dtype=np.uint32))
     assert len(np.unique(h)) == 1 << 16
     assert mem.hash32(np.array([0, 1], np.uint32)).tolist() == [0, 1753845952]
     w = mem.written(np.array([3]), 2)
     assert w.tolist() == [[3, 3 ^ 0x5BD1E995, 0xFFFFFFFC, (3 * 2654435761 + 2) % 2**32]]
+
+
+def test_stream_check_names_the_first_wrong_word():
+    blocks, block, n = 2, 2, 8                       # a chunk of 4 vectors per block
+    good = sweeps.filled(n)
+    assert sweeps.check_stream("copy", good.copy(), n, blocks, block) is None
+    bad = good.copy()
+    bad[5, 2] ^= 1
+    assert "1 of 32 words" in sweeps.check_stream("copy", bad, n, blocks, block)
+    assert "(first at (5, 2))" in sweeps.check_stream("copy", bad, n, blocks, block)
+    # Thread x of block b sums vectors b*4 + x and b*4 + x + 2 (its block's chunk, block-strided).
+    sums = np.array([good[b * 4 + x].astype(np.uint64) + good[b * 4 + x + 2] for b in range(2) for x in range(2)])
+    assert sweeps.check_stream("read", (sums % (1 << 32)).astype(np.uint32), n, blocks, block) is None
+    grid_stride = good.reshape(2, 4, 4).astype(np.uint64).sum(axis=0) % (1 << 32)
+    assert sweeps.check_stream("read", grid_stride.astype(np.uint32), n, blocks, block) is not None
+
+
+def test_chase_chain_is_one_cycle_through_every_line():
+    order, nxt = sweeps.chase_chain(64 * sweeps.LINE, np.random.default_rng(1))
+    stride, i, seen = sweeps.LINE // 4, 0, set()
+    for _ in range(64):
+        seen.add(i)
+        i = int(nxt[i])
+        assert i % stride == 0
+    assert i == 0 and len(seen) == 64
 
 
 # -- on a real Vulkan device ----------------------------------------------------------------------
@@ -104,7 +141,7 @@ def test_read_sweep_covers_each_working_set(vulkan_device):
 
 def test_latency_levels_on_this_device(vulkan_device):
     from peakbench.vulkan import memory
-    sweep = memory.ChaseSweep(vulkan_device, sample_s=0.001)
+    sweep = memory.chase_sweep(vulkan_device, sample_s=0.001)
     assert sweep.problem is None, sweep.problem            # every chase ended where the host said
     assert sweep.sizes[0] == 4096 and all(t > 0 for t in sweep.latencies)
     levels = sweep.levels()

@@ -6,6 +6,7 @@ import numpy as np
 from peakbench.backend import Unsupported
 from peakbench.catalog import TestSpec, Variant
 from peakbench.catalog import alu_reference as ref
+from peakbench.harness import sweeps
 from peakbench.vulkan import coopmat, memory
 from peakbench.vulkan.instance import EXT_BFLOAT16, EXT_FLOAT8
 from peakbench.vulkan.shaders import compile_shader
@@ -142,8 +143,8 @@ def prepare(test: TestSpec, variant: Variant, dev):
         return memory.StreamWorkload(test, variant, dev)
     if test.family == "latency":
         if getattr(dev, "chase_sweep", None) is None:      # one sweep serves every level
-            dev.chase_sweep = memory.ChaseSweep(dev)
-        return memory.LatencyWorkload(test, variant, dev, dev.chase_sweep)
+            dev.chase_sweep = memory.chase_sweep(dev)
+        return sweeps.LatencyWorkload(test, variant, dev.chase_sweep, memory.PATH)
     if test.family == "launch":
         return memory.LaunchWorkload(test, variant, dev)
     return AluWorkload(test, variant, dev)

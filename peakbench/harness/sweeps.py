@@ -1,0 +1,219 @@
+"""The working-set sweeps every backend shares: the pointer-chase latency sweep whose plateaus are
+the cache levels, the read-bandwidth sweep, and the data they run on. No GPU API here: a backend
+hands in a `Chaser` (how to load a chain and launch the chase) or a launch function.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+import numpy as np
+
+from peakbench.backend import Unsupported
+from peakbench.harness.levels import documented_caches, name_levels, plateaus
+from peakbench.harness.runner import VariantResult, calibrate
+from peakbench.harness.stats import median, summarize
+
+LINE = 128                       # chase stride in bytes: at least one cache line on every GPU here
+ROUND = 256                      # chase loads per round (the kernels' inner loop)
+SWEEP_SAMPLE_S = 0.004           # GPU time per working-set point of the sweeps
+FIRST_BYTES = 4096
+
+
+# Data -----------------------------------------------------------------------------------------
+def hash32(x: np.ndarray) -> np.ndarray:
+    """The fill kernels' lowbias32, on uint32 arrays."""
+    x = x.astype(np.uint32)
+    x ^= x >> 16
+    x = (x * np.uint32(0x7FEB352D)).astype(np.uint32)
+    x ^= x >> 15
+    x = (x * np.uint32(0x846CA68B)).astype(np.uint32)
+    x ^= x >> 16
+    return x
+
+
+def filled(n_vec: int) -> np.ndarray:
+    """What the fill kernels write: 16-byte vector i holds hash(4i .. 4i+3)."""
+    return hash32(np.arange(4 * n_vec, dtype=np.uint64).astype(np.uint32)).reshape(n_vec, 4)
+
+
+def written(index: np.ndarray, passno: int) -> np.ndarray:
+    """What the write kernels store at vector j in pass `passno`."""
+    j = index.astype(np.uint32)
+    return np.stack([j, j ^ np.uint32(0x5BD1E995), ~j, (j * np.uint32(2654435761) + np.uint32(passno)).astype(np.uint32)], axis=1)
+
+
+def check_stream(mode: str, got: np.ndarray, n: int, blocks: int, block: int) -> str | None:
+    """A verification pass of `n` vectors against the host. Read: thread x of block b sums the
+    vectors b*chunk + x + j*block of its block's chunk (chunk = n / blocks)."""
+    src = filled(n)
+    if mode == "read":
+        sums = src.reshape(blocks, -1, block, 4).astype(np.uint64).sum(axis=1) % (1 << 32)
+        want = sums.reshape(blocks * block, 4)
+    else:
+        want = src if mode == "copy" else written(np.arange(n), 0)
+    got = got.reshape(want.shape)
+    bad = got != want
+    if bad.any():
+        i = tuple(int(x) for x in np.argwhere(bad)[0])
+        return f"{int(bad.sum())} of {bad.size} words differ from the host reference (first at {i})"
+    return None
+
+
+def chase_chain(ws: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """A uniformly random single cycle (Sattolo-equivalent) over the LINE-spaced nodes of `ws`
+    bytes: the node order, and the uint32 `next` array (word indices) the kernels follow."""
+    nodes, stride = ws // LINE, LINE // 4
+    order = rng.permutation(nodes).astype(np.uint32)
+    nxt = np.zeros(ws // 4, dtype=np.uint32)
+    nxt[order * stride] = np.roll(order, -1) * stride
+    return order, nxt
+
+
+@dataclass
+class Budget:
+    """The two settings calibrate() reads, for the sweeps' short points."""
+    sample_s: float
+    max_size: int = 1 << 24
+
+
+# Bandwidth sweep ------------------------------------------------------------------------------
+def bandwidth_sweep(run: Callable[[int, int, int], float], step: int, max_bytes: int,
+                    sample_s: float = SWEEP_SAMPLE_S) -> dict:
+    """Read bandwidth with every thread inside one working set, from 4 KiB to `max_bytes`.
+    `run(passes, n_vec, mask)` reads n_vec 16-byte vectors per pass, indices wrapped at mask;
+    `step` is the vectors one pass of the grid covers (threads * unroll)."""
+    sizes, rates = [], []
+    ws = FIRST_BYTES
+    while ws <= max_bytes:
+        # Cover the whole working set (at least 4 accesses per thread): indices wrap at it.
+        n = max(step * 4, ws // 16 // step * step)
+        passes, _ = calibrate(lambda p: run(p, n, ws // 16 - 1), Budget(sample_s))
+        seconds = median([run(passes, n, ws // 16 - 1) for _ in range(3)])
+        sizes.append(ws)
+        rates.append(round(passes * n * 16 / seconds / 1e9, 2))
+        ws *= 2
+    return {"x": "working_set_bytes", "y": "GB/s", "working_set_bytes": sizes, "GB/s": rates}
+
+
+# Latency sweep --------------------------------------------------------------------------------
+class Chaser(Protocol):
+    """One backend's chase kernel: one lane, `rounds` * ROUND dependent loads from word `start`."""
+    clocked: bool          # the kernel reads the core's cycle counter around its loop
+    max_rounds: int        # per launch (llvmpipe ends loops past ~65535 iterations)
+
+    def load(self, nxt: np.ndarray) -> None: ...          # upload a chain (replacing the last)
+    def launch(self, rounds: int, start: int) -> float: ...  # GPU seconds
+    def readout(self) -> tuple[int, int | None]: ...      # (final index, cycles of the loop or None)
+    def release(self) -> None: ...
+
+
+class ChaseSweep:
+    """One pointer chase per working set, 4 KiB up to `max_bytes`; shared by every latency.* test
+    of a device. Each launch goes on from where the last one stopped, so a working set larger than
+    one launch's loads is still walked in full rather than its first nodes again (which would stay
+    cached)."""
+
+    def __init__(self, chaser: Chaser, max_bytes: int, first_level: int, sample_s: float = SWEEP_SAMPLE_S):
+        self.chaser, self.first_level = chaser, first_level
+        self.sizes, self.latencies, self.cycles, self.mhz, self.problem = [], [], [], [], None
+        rng = np.random.default_rng(12345)
+        ws = FIRST_BYTES
+        try:
+            while ws <= max_bytes:
+                self.sizes.append(ws)
+                self.latencies.append(self._measure(ws, rng, sample_s))
+                ws *= 2
+        finally:
+            chaser.release()
+
+    def _measure(self, ws: int, rng, sample_s: float) -> float:
+        order, nxt = chase_chain(ws, rng)
+        nodes, stride = len(order), LINE // 4
+        self.chaser.load(nxt)
+        position = 0
+
+        def run(rounds: int) -> float:
+            nonlocal position
+            seconds = self.chaser.launch(rounds, int(order[position]) * stride)
+            position = (position + rounds * ROUND) % nodes
+            return seconds
+
+        rounds, _ = calibrate(run, Budget(sample_s, self.chaser.max_rounds))
+        run(rounds)                      # one untimed launch at the final length first
+        times = [run(rounds) for _ in range(3)]
+        end, cycles = self.chaser.readout()
+        want = int(order[position]) * stride
+        if end != want and self.problem is None:
+            self.problem = f"working set {ws} B: the chase ended at {end}, not at {want}"
+        if cycles is not None:           # cycles of the last launch, from the core's own counter
+            self.cycles.append(round(cycles / (rounds * ROUND), 1))
+            self.mhz.append(round(cycles / times[-1] / 1e6))
+        return median(times) / (rounds * ROUND) * 1e9
+
+    def levels(self, spec=None) -> dict:
+        return name_levels(plateaus(self.sizes, self.latencies), self.first_level, documented_caches(spec))
+
+    def series(self) -> dict:
+        out = {"x": "working_set_bytes", "y": "ns", "working_set_bytes": self.sizes,
+               "ns": [round(t, 2) for t in self.latencies]}
+        if self.cycles:
+            out["cycles"], out["clock_mhz"] = self.cycles, self.mhz
+        return out
+
+
+def first_level(info) -> int:
+    """Without documented sizes, where level names start: AMD's RDNA GPUs have an L0 vector
+    cache, CDNA (Instinct) GPUs and everyone else start at L1."""
+    amd, name = info.vendor_id == 0x1002, info.name.lower()
+    return 0 if amd and not any(k in name for k in ("instinct", " mi")) else 1
+
+
+class LatencyWorkload:
+    """One level of the shared chase sweep, reported in ns (and cycles where the clock is known)."""
+
+    def __init__(self, test, variant, sweep: ChaseSweep, path: str):
+        self.test, self.sweep, self.name = test, sweep, variant.name
+        self.params = {"stride_bytes": LINE, "path": path}
+        self.evidence = {}
+
+    def verify(self) -> str | None:
+        return self.sweep.problem
+
+    def measure(self, settings, clock, spec=None) -> VariantResult:
+        found = plateaus(self.sweep.sizes, self.sweep.latencies)
+        levels = name_levels(found, self.sweep.first_level, documented_caches(spec))
+        described = ", ".join(f"{p.latency_ns:.0f} ns from {p.first_bytes // 1024} KiB" for p in found)
+        level = levels.get(self.test.dtype)
+        if level is None:
+            raise Unsupported(f"[hardware] the latency sweep found no {self.test.dtype.upper()} level (plateaus: {described})")
+        on = [level.first_bytes <= s <= level.last_bytes for s in self.sweep.sizes]
+        points = [t for t, inside in zip(self.sweep.latencies, on) if inside]
+        params = {**self.params, "working_sets_bytes": [level.first_bytes, level.last_bytes]}
+        mhz = None
+        if self.sweep.cycles:    # the kernel's own cycle counter: cycles need no outside clock
+            params["cycles"] = median([c for c, inside in zip(self.sweep.cycles, on) if inside])
+            mhz = median([m for m, inside in zip(self.sweep.mhz, on) if inside])
+        evidence = {"plateaus": described, "path": self.params["path"],
+                    "levels_named_from": "spec cache sizes" if documented_caches(spec) else "plateau order"}
+        dram = levels.get("dram")
+        beyond = [p for p in found if dram and p.first_bytes > dram.last_bytes]
+        if beyond:   # past DRAM's own plateau the chase also misses the address translation caches
+            evidence["page_or_tlb_effects"] = ", ".join(f"{p.latency_ns:.0f} ns from {p.first_bytes >> 20} MiB" for p in beyond)
+        # The clock is the counter's cycles over the launch's GPU time, not NVML, which reads the
+        # GPU idling between chase launches (600-810 MHz on the H200).
+        return VariantResult(self.name, 0, summarize(points), mhz, params, evidence)
+
+    def series(self) -> dict:
+        return self.sweep.series()
+
+    def close(self) -> None:
+        pass
+
+
+def launch_overhead(name: str, times: Callable[[int], list[float]], settings, params: dict) -> VariantResult:
+    """Submit-to-completion of an empty launch: 20 untimed (the first are slower), then the median
+    of 200 (50 with --quick). No clock: an empty launch leaves the GPU idle."""
+    times(20)
+    samples = times(200 if settings.min_samples >= 10 else 50)
+    return VariantResult(name, 0, summarize([t * 1e6 for t in samples]), None, dict(params), {})
