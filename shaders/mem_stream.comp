@@ -1,18 +1,22 @@
 #version 450
-// Memory bandwidth, kernel family "stream" (peakbench/catalog/memory.py). PASSES sweeps over
-// N_VEC 16-byte vectors, UNROLL independent accesses in flight per thread. The read gives each
-// workgroup its own contiguous chunk (n_vec / workgroups vectors), streaming DRAM pages in order;
-// write and copy stride over the whole grid: each the faster layout on the H200 (shaders/mem.cu).
-//   bytes per launch = passes * n_vec * 16 (read or write), * 2 for copy (read + write)
+// Memory bandwidth, kernel family "stream" (peakbench/catalog/memory.py): 16-byte accesses,
+// UNROLL in flight per thread, in the layout that measured fastest for each on the H200:
+// - read: one resident wave, PASSES sweeps (bytes per dispatch = passes * n_vec * 16). LAYOUT 0
+//   (chunk): each workgroup sweeps its own contiguous slice of n_vec / workgroups vectors;
+//   LAYOUT 1 (stride): the whole grid strides through the buffer. Which is faster depends on the
+//   page size the driver backs the buffer with, so both run and the faster one counts.
+// - write, copy: one tile of local_size * UNROLL vectors per workgroup, as many workgroups as
+//   tiles, retiring in order, so the stores advance through memory as one front. One dispatch is
+//   one pass (n_vec * 16 bytes written; copy counts read + written); the host repeats dispatches.
 // MODE 0 read: every lane of every vector is summed (a sum of only .x would let a compiler
 //   narrow the 16-byte loads) and each thread stores its sum, which the host checks.
-// MODE 1 write: v[i] = pattern(i, pass); MODE 2 copy: dst[i] = src[i]; MODE 3 fill: src[i] =
+// MODE 1 write: v[i] = pattern(i); MODE 2 copy: dst[i] = src[i]; MODE 3 fill: src[i] =
 // hash(i), the random-looking data every test reads (no compressible zeros).
 // The read wraps its index with `mask` (all ones for a plain stream; working set - 1 in vectors
 // for the cache sweep, so every thread of a full grid reads inside one small working set) and
 // moves by `shift` vectors each pass (0 for the stream), so over the passes each compute unit
 // walks the whole working set instead of rereading its own slice from its L1.
-// Defines: MODE, UNROLL. n_vec is a multiple of threads * UNROLL.
+// Defines: MODE, UNROLL, LAYOUT. n_vec is a multiple of threads * UNROLL.
 #extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x_id = 0) in;
@@ -32,31 +36,30 @@ void main() {
     for (uint i = tid; i < push.n_vec; i += threads)
         dst[i] = uvec4(hash(4 * i), hash(4 * i + 1), hash(4 * i + 2), hash(4 * i + 3));
 #elif MODE == 0
-    uint chunk = push.n_vec / gl_NumWorkGroups.x;
-    uint base = gl_WorkGroupID.x * chunk + gl_LocalInvocationID.x;
-    uint local = gl_WorkGroupSize.x, step = local * UNROLL;
+#if LAYOUT == 0
+    uint span = push.n_vec / gl_NumWorkGroups.x, lane = gl_WorkGroupSize.x;
+    uint base = gl_WorkGroupID.x * span + gl_LocalInvocationID.x;
+#else
+    uint span = push.n_vec, lane = gl_NumWorkGroups.x * gl_WorkGroupSize.x, base = tid;
+#endif
     uvec4 acc[UNROLL];
     [[unroll]] for (uint u = 0; u < UNROLL; u++) acc[u] = uvec4(0);
     for (uint pass = 0; pass < push.passes; pass++)
-        for (uint i = 0; i < chunk; i += step)
+        for (uint i = 0; i < span; i += lane * UNROLL)
             [[unroll]] for (uint u = 0; u < UNROLL; u++)
-                acc[u] += src[(base + i + u * local + pass * push.shift) & push.mask];
+                acc[u] += src[(base + i + u * lane + pass * push.shift) & push.mask];
     uvec4 sum = acc[0];
     [[unroll]] for (uint u = 1; u < UNROLL; u++) sum += acc[u];
     dst[tid] = sum;
 #else
-    uint threads = gl_NumWorkGroups.x * gl_WorkGroupSize.x, step = threads * UNROLL;
+    uint base = gl_WorkGroupID.x * gl_WorkGroupSize.x * UNROLL + gl_LocalInvocationID.x;
+    [[unroll]] for (uint u = 0; u < UNROLL; u++) {
+        uint j = base + u * gl_WorkGroupSize.x;
 #if MODE == 1
-    for (uint pass = 0; pass < push.passes; pass++)
-        for (uint i = tid; i < push.n_vec; i += step)
-            [[unroll]] for (uint u = 0; u < UNROLL; u++) {
-                uint j = i + u * threads;
-                dst[j] = uvec4(j, j ^ 0x5bd1e995U, ~j, j * 2654435761U + pass);
-            }
+        dst[j] = uvec4(j, j ^ 0x5bd1e995U, ~j, j * 2654435761U);
 #else
-    for (uint pass = 0; pass < push.passes; pass++)
-        for (uint i = tid; i < push.n_vec; i += step)
-            [[unroll]] for (uint u = 0; u < UNROLL; u++) dst[i + u * threads] = src[i + u * threads];
+        dst[j] = src[j];
 #endif
+    }
 #endif
 }

@@ -79,8 +79,8 @@ def test_stream_host_reference():
     h = mem.hash32(np.arange(1 << 16, dtype=np.uint32))
     assert len(np.unique(h)) == 1 << 16
     assert mem.hash32(np.array([0, 1], np.uint32)).tolist() == [0, 1753845952]
-    w = mem.written(np.array([3]), 2)
-    assert w.tolist() == [[3, 3 ^ 0x5BD1E995, 0xFFFFFFFC, (3 * 2654435761 + 2) % 2**32]]
+    w = mem.written(np.array([3]))
+    assert w.tolist() == [[3, 3 ^ 0x5BD1E995, 0xFFFFFFFC, (3 * 2654435761) % 2**32]]
 
 
 def test_stream_check_names_the_first_wrong_word():
@@ -96,6 +96,10 @@ def test_stream_check_names_the_first_wrong_word():
     assert sweeps.check_stream("read", (sums % (1 << 32)).astype(np.uint32), n, blocks, block) is None
     grid_stride = good.reshape(2, 4, 4).astype(np.uint64).sum(axis=0) % (1 << 32)
     assert sweeps.check_stream("read", grid_stride.astype(np.uint32), n, blocks, block) is not None
+    # Stride layout: thread t of the 4 sums vectors t and t + 4.
+    strided = np.array([good[t].astype(np.uint64) + good[t + 4] for t in range(4)]) % (1 << 32)
+    assert sweeps.check_stream("read", strided.astype(np.uint32), n, blocks, block, "stride") is None
+    assert sweeps.check_stream("read", (sums % (1 << 32)).astype(np.uint32), n, blocks, block, "stride") is not None
 
 
 def test_chase_chain_is_one_cycle_through_every_line():

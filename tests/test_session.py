@@ -48,6 +48,21 @@ def test_ok_reports_the_best_variant(clock):
     assert len(lines) == 3 and "wide" in lines[1] and "1410 MHz" in lines[1]
 
 
+def test_a_sweep_from_a_losing_variant_is_kept(clock):
+    """The sweep is taken once per test, on one variant; the result keeps it whichever variant wins."""
+    sweep = {"x": "working_set_bytes", "y": "GB/s", "working_set_bytes": [4096], "GB/s": [1.0]}
+
+    def make(test, variant):
+        w = FakeWorkload(1e-6 / variant.width, clock=clock, name=variant.name)
+        if variant.name == "narrow":
+            w.series = lambda: sweep
+        return w
+
+    result, _ = run(FakeDevice(plan={"compute.fake": make}, clock=clock))
+    assert result.params["variant"] == "wide" and result.series == sweep
+    assert "series" not in result.evidence
+
+
 def test_verify_runs_before_any_timing(clock):
     device = FakeDevice(clock=clock)
     run(device, OTHER)

@@ -8,11 +8,16 @@ launch.overhead is the submit-to-completion time of an empty dispatch.
 """
 from peakbench.catalog import TestSpec, Variant
 
-STREAM_UNROLL = 8               # 16-byte accesses in flight per thread (8 beat 4 by 1-5% on the H200)
+STREAM_UNROLL = 8   # reads in flight per thread of the resident read (8 beat 4 by 1-5% on the H200)
+TILE_UNROLL = 1     # vectors per thread of a write/copy tile (1 beat 8 by 3% writing, 6% copying)
 
 
-def _stream(name: str, mode: str, description: str) -> TestSpec:
-    return TestSpec(name, "GB/s", "stream", mode, (Variant("x16B", width=4, ops_per_step=16, unroll=STREAM_UNROLL),),
+def _stream(name: str, mode: str, description: str, layouts: tuple[str, ...], unroll: int) -> TestSpec:
+    """Variants are access layouts (shaders/mem_stream.comp): `chunk` (each workgroup reads its own
+    contiguous slice), `stride` (the whole grid strides through the buffer), `tile` (one
+    workgroup per tile of workgroup size * unroll vectors, as many as tiles)."""
+    return TestSpec(name, "GB/s", "stream", mode,
+                    tuple(Variant(layout, width=4, ops_per_step=16, unroll=unroll) for layout in layouts),
                     1, description)
 
 
@@ -21,9 +26,11 @@ def _level(name: str, description: str) -> TestSpec:
 
 
 TESTS = (
-    _stream("memory.read", "read", "device memory read bandwidth (16-byte loads), with a working-set sweep"),
-    _stream("memory.write", "write", "device memory write bandwidth (16-byte stores)"),
-    _stream("memory.copy", "copy", "device memory copy bandwidth, bytes read plus bytes written"),
+    _stream("memory.read", "read", "device memory read bandwidth (16-byte loads), with a working-set sweep",
+            ("chunk", "stride"), STREAM_UNROLL),
+    _stream("memory.write", "write", "device memory write bandwidth (16-byte stores)", ("tile",), TILE_UNROLL),
+    _stream("memory.copy", "copy", "device memory copy bandwidth, bytes read plus bytes written", ("tile",),
+            TILE_UNROLL),
     _level("latency.l0", "load-to-use latency of the first (nearest) cache level, where the GPU has an L0"),
     _level("latency.l1", "load-to-use latency of the L1 cache level"),
     _level("latency.l2", "load-to-use latency of the L2 cache level"),

@@ -94,7 +94,8 @@ def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str
     params["variants"] = {v.name: {"median": round(v.summary.median, 4), "spread_pct": round(v.summary.spread_pct, 2),
                                    "clock_mhz": v.clock_mhz} for v in variants}
     evidence = dict(best.evidence)
-    series = evidence.pop("series", None)
+    # A sweep is taken once per test, by the variant that offers one, whichever variant wins.
+    series = evidence.pop("series", None) or next((v.evidence["series"] for v in variants if v.evidence.get("series")), None)
     return Result(test.name, "ok", test.unit, value=round_significant(best.summary.median, 4),
                   stats=best.summary.as_json(), clock_mhz=best.clock_mhz, params=params,
                   evidence=evidence, series=series)

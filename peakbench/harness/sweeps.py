@@ -37,21 +37,26 @@ def filled(n_vec: int) -> np.ndarray:
     return hash32(np.arange(4 * n_vec, dtype=np.uint64).astype(np.uint32)).reshape(n_vec, 4)
 
 
-def written(index: np.ndarray, passno: int) -> np.ndarray:
-    """What the write kernels store at vector j in pass `passno`."""
+def written(index: np.ndarray) -> np.ndarray:
+    """What the write kernels store at vector j."""
     j = index.astype(np.uint32)
-    return np.stack([j, j ^ np.uint32(0x5BD1E995), ~j, (j * np.uint32(2654435761) + np.uint32(passno)).astype(np.uint32)], axis=1)
+    return np.stack([j, j ^ np.uint32(0x5BD1E995), ~j, (j * np.uint32(2654435761)).astype(np.uint32)], axis=1)
 
 
-def check_stream(mode: str, got: np.ndarray, n: int, blocks: int, block: int) -> str | None:
-    """A verification pass of `n` vectors against the host. Read: thread x of block b sums the
-    vectors b*chunk + x + j*block of its block's chunk (chunk = n / blocks)."""
-    src = filled(n)
-    if mode == "read":
-        sums = src.reshape(blocks, -1, block, 4).astype(np.uint64).sum(axis=1) % (1 << 32)
-        want = sums.reshape(blocks * block, 4)
+LAYOUTS = {"chunk": 0, "stride": 1, "tile": 0}
+
+
+def check_stream(mode: str, got: np.ndarray, n: int, blocks: int, block: int, layout: str = "chunk") -> str | None:
+    """A verification pass of `n` vectors against the host. Read, chunk layout: thread x of block b
+    sums the vectors b*chunk + x + j*block of its block's chunk (chunk = n / blocks); stride
+    layout: thread t sums vectors t + j*threads."""
+    src = filled(n).astype(np.uint64)
+    if mode == "read" and layout == "chunk":
+        want = (src.reshape(blocks, -1, block, 4).sum(axis=1) % (1 << 32)).reshape(blocks * block, 4)
+    elif mode == "read":
+        want = src.reshape(-1, blocks * block, 4).sum(axis=0) % (1 << 32)
     else:
-        want = src if mode == "copy" else written(np.arange(n), 0)
+        want = src if mode == "copy" else written(np.arange(n))
     got = got.reshape(want.shape)
     bad = got != want
     if bad.any():

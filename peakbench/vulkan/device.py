@@ -361,8 +361,9 @@ class VulkanDevice:
             raise VulkanError(self.lost) from None
         vk.vkResetFences(self.device, 1, [self.fence])
 
-    def dispatch(self, p: Pipeline, groups: int, push: list[int], timestamps: bool = True) -> float:
-        """Run one dispatch and return its GPU time in seconds (timestamps, else wall clock;
+    def dispatch(self, p: Pipeline, groups: int, push: list[int], timestamps: bool = True, repeat: int = 1) -> float:
+        """Run one dispatch (or `repeat`, each waiting for the one before, as CUDA launches on one
+        stream do) and return its GPU time in seconds (timestamps, else wall clock;
         timestamps=False times submit to fence on the host, for launch overhead)."""
         values = ffi.new("uint32_t[]", push)
         timed = timestamps and bool(self.timestamp_mask)
@@ -377,7 +378,14 @@ class VulkanDevice:
             vk.vkCmdPushConstants(cmd, p.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, 4 * len(push), values)
             if timed:
                 vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, self.query_pool, 0)
-            vk.vkCmdDispatch(cmd, groups, 1, 1)
+            for i in range(repeat):
+                if i:
+                    vk.vkCmdPipelineBarrier(cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                            vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, [vk.VkMemoryBarrier(
+                                                srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT,
+                                                dstAccessMask=vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT)],
+                                            0, None, 0, None)
+                vk.vkCmdDispatch(cmd, groups, 1, 1)
             if timed:
                 vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self.query_pool, 1)
 

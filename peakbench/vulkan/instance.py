@@ -78,6 +78,7 @@ class Capabilities:
     api_version: int = 0
     timestamp_period_ns: float = 1.0
     max_workgroup_size: int = 128
+    max_workgroups: int = 65535                     # maxComputeWorkGroupCount[0]
     max_storage_buffer_range: int = 1 << 27
     subgroup_size: int = 32
     units: int | None = None
@@ -171,6 +172,7 @@ def probe(instance, pd, index: int) -> tuple[DeviceInfo, Capabilities]:
     caps = Capabilities(extensions=extensions, features=probe_features(pd, extensions),
                         api_version=p.apiVersion, timestamp_period_ns=p.limits.timestampPeriod,
                         max_workgroup_size=p.limits.maxComputeWorkGroupSize[0],
+                        max_workgroups=p.limits.maxComputeWorkGroupCount[0],
                         max_storage_buffer_range=p.limits.maxStorageBufferRange,
                         subgroup_size=sub.subgroupSize)
     if EXT_COOPMAT in extensions:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from peakbench.catalog import TestSpec, Variant
-from peakbench.catalog.memory import STREAM_UNROLL
 from peakbench.harness import sweeps
 from peakbench.harness.runner import VariantResult
 from peakbench.vulkan.shaders import compile_shader
@@ -34,36 +33,49 @@ def working_bytes(dev) -> int:
 
 
 class StreamWorkload:
-    """memory.read / write / copy on one large buffer pair, filled with random-looking data."""
+    """memory.read / write / copy on one large buffer pair, filled with random-looking data.
+
+    The read is one resident wave looping over the buffer `size` times inside the shader (every
+    workgroup must be resident, for a line's reuse distance to be the whole buffer: a second wave
+    would reread its own slice from the L2). Write and copy launch one workgroup per tile and
+    repeat the dispatch `size` times (mem_stream.comp says why)."""
 
     def __init__(self, test: TestSpec, variant: Variant, dev):
         self.test, self.dev, self.name = test, dev, variant.name
         self.mode = test.dtype
-        # One resident wave: passes loop inside the kernel, so every workgroup must be resident
-        # for a line's reuse distance to be the whole buffer (a second wave would reread its
-        # own slice from the L2 and count it as memory bandwidth).
-        self.groups = max(1, dev.grid_threads(1) // LOCAL)
-        self.threads = self.groups * LOCAL
-        self.step = self.threads * STREAM_UNROLL
-        self.n_vec = max(self.step, working_bytes(dev) // 16 // self.step * self.step)
-        self.pipeline = dev.pipeline(compile_shader("mem_stream.comp", {"MODE": MODES[self.mode], "UNROLL": STREAM_UNROLL}),
+        self.layout, self.unroll = variant.name, variant.unroll
+        self.tile = LOCAL * self.unroll
+        self.resident = max(1, dev.grid_threads(1) // LOCAL)
+        self.threads = self.resident * LOCAL
+        self.step = self.threads * self.unroll
+        most = dev.caps.max_workgroups * self.tile            # one workgroup per tile
+        self.n_vec = max(self.step, min(working_bytes(dev) // 16, most) // self.step * self.step)
+        settings = {"MODE": MODES[self.mode], "UNROLL": self.unroll, "LAYOUT": sweeps.LAYOUTS[self.layout]}
+        self.pipeline = dev.pipeline(compile_shader("mem_stream.comp", settings),
                                      bindings=2, local_size=LOCAL, push_bytes=16, label=test.name)
         self.src = dev.buffer(self.n_vec * 16)
         out_vec = self.threads if self.mode == "read" else self.n_vec
         self.dst = dev.buffer(out_vec * 16)
-        fill = dev.pipeline(compile_shader("mem_stream.comp", {"MODE": 3, "UNROLL": STREAM_UNROLL}),
+        fill = dev.pipeline(compile_shader("mem_stream.comp", {"MODE": 3, "UNROLL": self.unroll}),
                             bindings=2, local_size=LOCAL, push_bytes=16, label="fill")
         dev.bind(fill, [self.dst, self.src])
-        dev.dispatch(fill, self.groups, [1, self.n_vec, 0xFFFFFFFF, 0])
+        dev.dispatch(fill, self.resident, [1, self.n_vec, 0xFFFFFFFF, 0])
         dev.destroy(fill)
         dev.bind(self.pipeline, [self.src, self.dst])
-        self.params = {"buffer_bytes": self.n_vec * 16, "threads": self.threads, "workgroup_size": LOCAL,
-                       "access_bytes": 16, "unroll": STREAM_UNROLL,
+        layout = {"chunk": "one resident wave, a contiguous chunk per workgroup, passes in the shader",
+                  "stride": "one resident wave striding through the buffer, passes in the shader",
+                  "tile": "one workgroup per tile of workgroup_size * unroll vectors, one dispatch per pass"}[self.layout]
+        self.params = {"buffer_bytes": self.n_vec * 16, "workgroup_size": LOCAL,
+                       "workgroups": self.resident if self.mode == "read" else self.n_vec // self.tile,
+                       "access_bytes": 16, "unroll": self.unroll, "layout": layout,
                        "bytes_counted": "read + written" if self.mode == "copy" else self.mode}
         self.evidence = {"pipeline_statistics": self.pipeline.statistics} if self.pipeline.statistics else {}
 
     def run(self, size: int, n_vec: int | None = None, mask: int = 0xFFFFFFFF, shift: int = 0) -> float:
-        return self.dev.dispatch(self.pipeline, self.groups, [size, n_vec or self.n_vec, mask, shift])
+        n = n_vec or self.n_vec
+        if self.mode == "read":
+            return self.dev.dispatch(self.pipeline, self.resident, [size, n, mask, shift])
+        return self.dev.dispatch(self.pipeline, n // self.tile, [1, n, mask, shift], repeat=size)
 
     def work(self, size: int) -> float:
         return float(size) * self.n_vec * 16 * (2 if self.mode == "copy" else 1)
@@ -75,10 +87,12 @@ class StreamWorkload:
         self.run(1, n)
         words = self.threads if self.mode == "read" else n
         got = np.frombuffer(self.dev.download(self.dst, words * 16), np.uint32)
-        return sweeps.check_stream(self.mode, got, n, self.groups, LOCAL)
+        return sweeps.check_stream(self.mode, got, n, self.resident, LOCAL, self.layout)
 
     def series(self) -> dict | None:
-        return self.sweep(sweeps.SWEEP_SAMPLE_S) if self.mode == "read" else None
+        """The read sweep, once per test: on the stride variant, whose SWEEP_SHIFT moves each
+        workgroup onto data another one read (a chunk would be reread from its own L1)."""
+        return self.sweep(sweeps.SWEEP_SAMPLE_S) if self.layout == "stride" else None
 
     def sweep(self, sample_s: float) -> dict:
         return sweeps.bandwidth_sweep(lambda passes, n, mask: self.run(passes, n, mask, SWEEP_SHIFT),
