@@ -233,11 +233,14 @@ def cmd_run(args) -> int:
     for run in docs:
         print(render.table(run))
         print()
+    for heading, text in compare_mod.side_by_side(docs):
+        print(f"{heading}\n{text}\n")
     save()
     if args.csv:
         write_atomic(args.csv, render.csv_text(docs))
     if args.markdown:
-        write_atomic(args.markdown, render.markdown(docs))
+        both = "".join(f"\n### {heading}\n\n{text}\n" for heading, text in compare_mod.side_by_side(docs, "github"))
+        write_atomic(args.markdown, render.markdown(docs) + both)
     if args.plot:
         for path in plots.write(docs, args.plot):
             progress(f"plot: {path}")

@@ -380,3 +380,33 @@ def test_spec_files_with_wrong_types_are_one_line_errors(tmp_path, capsys, entry
 def test_empty_option_values_are_usage_errors(capsys, args, problem):
     assert cli.main(["--backend", "vulkan", *args]) == 2
     assert problem in capsys.readouterr().err
+
+
+def test_two_backends_on_one_gpu_are_shown_side_by_side(capsys, monkeypatch, files):
+    """`--backend vulkan,cuda` on one GPU (one UUID): a table per backend, then both columns with
+    their ratio, in the terminal and in the Markdown file."""
+    fast = FakeDevice(plan={"compute.fp32": lambda t, v: FakeWorkload(0.5e-6, name=v.name)})
+    slow = FakeDevice(plan={"compute.fp32": lambda t, v: FakeWorkload(1e-6, name=v.name)})
+    backends = {"vulkan": FakeBackend([slow]), "cuda": FakeBackend([fast])}
+    backends["cuda"].name = "cuda"
+    monkeypatch.setattr(cli, "load", lambda name: backends[name])
+    monkeypatch.setattr(cli, "Settings", TinySettings)
+    code, out, _ = cli_main(capsys, "--backend", "vulkan,cuda", "--quick", "--tests", "compute.fp32",
+                            "--markdown", str(files["md"]))
+    assert code == 0
+    assert "Fake GPU 9000: vulkan vs cuda (ratio = column / vulkan)" in out
+    row = next(line for line in out.splitlines()[::-1] if line.startswith("compute.fp32"))
+    assert row.split() == ["compute.fp32", "TFLOPS", "1.000", "2.000", "2.00x"]
+    md = files["md"].read_text()
+    assert "### Fake GPU 9000: vulkan vs cuda" in md and re.search(r"\| compute\.fp32 .*\| 2\.00x", md)
+
+
+def test_runs_on_different_gpus_are_not_paired(capsys, monkeypatch):
+    other = FakeDevice(info=fake_info(name="Other GPU"))
+    object.__setattr__(other.info, "uuid", "11111111-0000-0000-0000-000000000000")
+    backends = {"vulkan": FakeBackend([FakeDevice()]), "cuda": FakeBackend([other])}
+    backends["cuda"].name = "cuda"
+    monkeypatch.setattr(cli, "load", lambda name: backends[name])
+    monkeypatch.setattr(cli, "Settings", TinySettings)
+    code, out, _ = cli_main(capsys, "--backend", "vulkan,cuda", "--quick", "--tests", "compute.fp32")
+    assert code == 0 and "ratio = column" not in out

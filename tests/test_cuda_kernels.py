@@ -73,3 +73,37 @@ def test_cuda_kernel_matches_the_host_reference(dtype, kernel, element, lanes, w
     else:
         got = got.view(want.dtype)
     assert ref.compare(kernel, dtype, got.reshape(want.shape), want) is None
+
+
+MEM = SOURCE.parent / "mem.cu"
+
+
+def mem_ptx(tmp_path, **defines) -> str:
+    out = tmp_path / "mem.ptx"
+    flags = [f"-D{k}={v}" for k, v in defines.items()]
+    subprocess.run(["nvcc", "-ptx", "-arch=sm_90", *flags, str(MEM), "-o", str(out)], check=True,
+                   capture_output=True, text=True)
+    return out.read_text()
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("mode, load, store", [(0, r"ld\.global\.nc\.v4\.u32", r"st\.global\.v4\.u32"),
+                                               (1, None, r"st\.global\.v4\.u32"),
+                                               (2, r"ld\.global\.nc\.v4\.u32", r"st\.global\.v4\.u32")],
+                         ids=["read", "write", "copy"])
+def test_stream_moves_16_bytes_per_access(tmp_path, mode, load, store):
+    ptx = mem_ptx(tmp_path, MODE=mode, UNROLL=4)
+    stream = ptx[ptx.index(".entry stream"):ptx.index(".entry chase")]
+    if load:
+        assert len(re.findall(load, stream)) >= 4, "the 16-byte loads were split or lost"
+        assert not re.search(r"ld\.global(\.nc)?\.u32", stream), "a narrow load in the stream loop"
+    assert re.search(store, stream)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_chase_is_a_chain_of_l1_cached_loads_between_clock_reads(tmp_path):
+    ptx = mem_ptx(tmp_path, CLOCK=1)
+    chase = ptx[ptx.index(".entry chase"):ptx.index(".entry empty")]
+    assert len(re.findall(r"ld\.global\.ca\.u32", chase)) >= 16          # the unrolled inner loop
+    assert not re.search(r"ld\.global\.(nc|cg|cs|lu|cv)", chase)
+    assert len(re.findall(r"%clock64", chase)) == 2

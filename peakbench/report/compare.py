@@ -13,6 +13,25 @@ def compare(docs: list[tuple[str, dict]]) -> str:
     runs = [(label(r, src), r) for src, doc in docs for r in doc["runs"]]
     if len(runs) < 2:
         return "nothing to compare: the files hold fewer than two runs"
+    return table(runs)
+
+
+def side_by_side(runs: list[dict], fmt: str = "simple") -> list[tuple[str, str]]:
+    """One GPU measured through several backends (runs with the same device UUID): a table per
+    GPU, a column per backend, ratios against the first backend."""
+    groups: dict[str, list[dict]] = {}
+    for i, r in enumerate(runs):
+        groups.setdefault(r["device"].get("uuid") or f"run{i}", []).append(r)
+    out = []
+    for group in groups.values():
+        if len({r["backend"] for r in group}) > 1:
+            names = " vs ".join(r["backend"] for r in group)
+            heading = f"{group[0]['device']['name']}: {names} (ratio = column / {group[0]['backend']})"
+            out.append((heading, table([(r["backend"], r) for r in group], fmt)))
+    return out
+
+
+def table(runs: list[tuple[str, dict]], fmt: str = "simple") -> str:
     tests: list[str] = []
     for _, r in runs:
         tests += [x["test"] for x in r["results"] if x["test"] not in tests]
@@ -30,7 +49,7 @@ def compare(docs: list[tuple[str, dict]]) -> str:
             v = _value(c)
             row += [_show(c), f"{v / base:.2f}x" if v is not None and base else ""]
         body.append(row)
-    return tabulate(body, headers, tablefmt="simple", disable_numparse=True)
+    return tabulate(body, headers, tablefmt=fmt, disable_numparse=True)
 
 
 def _value(cell):

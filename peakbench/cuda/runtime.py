@@ -1,0 +1,140 @@
+"""The simt Runtime on CuPy: NVRTC to a cubin for the exact architecture, module loading, device
+buffers as CuPy byte arrays, launches timed between CUDA events."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Sequence
+
+import cupy as cp
+import numpy as np
+from cupy.cuda import nvrtc
+
+from peakbench.backend import DeviceInfo
+from peakbench.cuda import sass
+from peakbench.simt.runtime import Kernel, Limits
+
+MAX_DYNAMIC_SHARED = 8        # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+
+
+class CompileError(RuntimeError):
+    pass
+
+
+def arch_of(major: int, minor: int) -> str:
+    """sm_XY, with the architecture-specific 'a' suffix from Hopper on (wgmma, setmaxnreg need it)."""
+    return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
+
+
+def _nvrtc_version() -> tuple:
+    try:
+        return tuple(nvrtc.getVersion())
+    except Exception:
+        return (0, 0)
+
+
+def include_dirs() -> list[str]:
+    """Where cuda_fp16.h and friends are: the CUDA toolkit CuPy found, then the usual place."""
+    roots = [cp.cuda.get_cuda_path(), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    return [str(Path(r) / "include") for r in roots if r and (Path(r) / "include" / "cuda_fp16.h").exists()][:1]
+
+
+class CudaRuntime:
+    dialect = "cuda"
+
+    def __init__(self, index: int, info: DeviceInfo, props: dict, clock=None):
+        self.index, self.info, self._clock = index, info, clock
+        self.device = cp.cuda.Device(index)
+        self.device.use()
+        self.cc = (props["major"], props["minor"])
+        self.arch = arch_of(*self.cc)
+        free, _ = cp.cuda.runtime.memGetInfo()
+        self.limits = Limits(units=props["multiProcessorCount"], threads_per_unit=props["maxThreadsPerMultiProcessor"],
+                             max_block=props["maxThreadsPerBlock"], warp=props["warpSize"],
+                             l2_bytes=props["l2CacheSize"], memory_bytes=int(free),
+                             shared_per_block=props.get("sharedMemPerBlockOptin", 48 << 10))
+        self.stream = cp.cuda.Stream(non_blocking=True)
+        self._modules = []
+        self._start, self._end = cp.cuda.Event(), cp.cuda.Event()
+
+    # Compilation -------------------------------------------------------------------------------
+    def compile(self, source: str, defines: dict, kernel: str) -> Kernel:
+        options = [f"-arch={self.arch}", "--std=c++17", *(f"-I{d}" for d in include_dirs()),
+                   *(f"-D{k}={v}" for k, v in defines.items())]
+        if _nvrtc_version() >= (12, 4):
+            options.append("-pch")     # parse cuda_fp16.h and friends once per process, not per kernel
+        prog = nvrtc.createProgram(source, f"{kernel}.cu", [], [])
+        try:
+            try:
+                nvrtc.compileProgram(prog, options)
+            except nvrtc.NVRTCError as e:
+                log = nvrtc.getProgramLog(prog)
+                raise CompileError(f"NVRTC could not compile {kernel} for {self.arch}: {e}\n{log}") from None
+            log = nvrtc.getProgramLog(prog)
+            binary = sass.whole_elf(nvrtc.getCUBIN(prog))
+            ptx = nvrtc.getPTX(prog)
+        finally:
+            nvrtc.destroyProgram(prog)
+        module = cp.cuda.function.Module()
+        module.load(binary)
+        self._modules.append(module)
+        ptx = ptx.decode(errors="replace") if isinstance(ptx, bytes) else ptx
+        return Kernel(kernel, module.get_function(kernel), bytes(binary), log, {"ptx": ptx})
+
+    def disassemble(self, kernel: Kernel) -> str | None:
+        return sass.disassemble(kernel.binary)
+
+    # Memory ------------------------------------------------------------------------------------
+    def alloc(self, nbytes: int):
+        with self.device:
+            return cp.empty(max(1, nbytes), dtype=cp.uint8)
+
+    def free(self, buf) -> None:
+        del buf        # CuPy frees when the last reference goes; its pool keeps the block for reuse
+
+    def upload(self, buf, data: bytes) -> None:
+        buf[: len(data)].set(np.frombuffer(data, np.uint8))
+
+    def download(self, buf, nbytes: int | None = None) -> bytes:
+        return cp.asnumpy(buf[: nbytes or buf.size]).tobytes()
+
+    def fill(self, buf, byte: int) -> None:
+        buf.fill(byte & 0xFF)
+        cp.cuda.Device().synchronize()
+
+    # Launches ----------------------------------------------------------------------------------
+    def _call(self, kernel: Kernel, grid, block, args, shared_bytes):
+        grid = grid if isinstance(grid, tuple) else (grid,)
+        block = block if isinstance(block, tuple) else (block,)
+        if shared_bytes > 48 << 10 and not kernel.extra.get("shared_set"):
+            cp.cuda.driver.funcSetAttribute(kernel.handle.ptr, MAX_DYNAMIC_SHARED, shared_bytes)
+            kernel.extra["shared_set"] = True
+        kernel.handle(grid, block, tuple(args), shared_mem=shared_bytes, stream=self.stream)
+
+    def launch(self, kernel: Kernel, grid, block, args: Sequence, shared_bytes: int = 0, repeat: int = 1) -> float:
+        self._start.record(self.stream)
+        for _ in range(repeat):
+            self._call(kernel, grid, block, args, shared_bytes)
+        self._end.record(self.stream)
+        self._end.synchronize()
+        return cp.cuda.get_elapsed_time(self._start, self._end) / 1e3
+
+    def launch_wall(self, kernel: Kernel, grid: int, block: int, args: Sequence, count: int) -> list[float]:
+        out = []
+        for _ in range(count):
+            t0 = time.perf_counter()
+            self._call(kernel, grid, block, args, 0)
+            self.stream.synchronize()
+            out.append(time.perf_counter() - t0)
+        return out
+
+    def clock_mhz(self) -> float | None:
+        return self._clock.sm_mhz() if self._clock else None
+
+    def close(self) -> None:
+        self.stream.synchronize()
+        self._modules.clear()
+        cp.get_default_memory_pool().free_all_blocks()
+        if self._clock:
+            self._clock.close()

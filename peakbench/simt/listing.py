@@ -1,0 +1,26 @@
+"""Opcode counts of a machine-code listing: NVIDIA SASS (cuobjdump/nvdisasm) or AMDGCN
+(llvm-objdump / roc-obj), so evidence can show that compute.fp16 ran HFMA2 or v_pk_fma_f16."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+# "/*0150*/   @!P0 HFMA2.MMA R4, R4, R2, R5 ;" -> HFMA2.MMA (the predicate is not part of it)
+_SASS = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)")
+# "  v_pk_fma_f16 v1, v2, v3, v4   // 000000001234: ..." -> v_pk_fma_f16
+_GCN = re.compile(r"^\s*([sv]_[a-z0-9_]+)\b", re.M)
+
+
+def opcodes(listing: str) -> list[str]:
+    found = [m.group(1) for m in _SASS.finditer(listing)]
+    return found or [m.group(1) for m in _GCN.finditer(listing)]
+
+
+def instruction_mix(listing: str, top: int = 12) -> dict[str, int]:
+    """Opcode counts (with modifiers), the most frequent first."""
+    return dict(Counter(opcodes(listing)).most_common(top))
+
+
+def count(listing: str, opcode: str) -> int:
+    """How many instructions are `opcode` or a form of it (HFMA2 counts HFMA2 and HFMA2.MMA)."""
+    return sum(1 for op in opcodes(listing) if op == opcode or op.startswith(opcode + "."))

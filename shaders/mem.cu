@@ -1,0 +1,113 @@
+// Memory bandwidth, latency and launch kernels for CUDA and HIP: the same contract as
+// shaders/mem_stream.comp, mem_chase.comp and empty.comp (peakbench/harness/sweeps.py checks all).
+//
+// stream: 16-byte accesses, UNROLL in flight per thread, in the layout that measured fastest
+// for each on the H200 (PERFORMANCE_ANALYSIS.md):
+// - read: one resident wave, `passes` sweeps (bytes per launch = passes * n_vec * 16). LAYOUT 0
+//   (chunk): each block sweeps its own contiguous slice of n_vec / blocks vectors; LAYOUT 1
+//   (stride): the whole grid strides through the buffer. Which is faster depends on the page
+//   size the driver backs the buffer with, so both run and the faster one counts.
+// - write, copy: one tile of blockDim * UNROLL vectors per block, as many blocks as tiles: the
+//   blocks retire in order, so the stores advance through memory as one front. One launch is one
+//   pass (n_vec * 16 bytes written; copy counts read + written, 2 * n_vec * 16); the host
+//   repeats launches (a pass loop inside the kernel would rewrite lines still in the L2).
+// MODE 0 read: every lane of every vector is summed (a sum of only .x would let the compiler
+//   narrow the 16-byte loads) and each thread stores its sum, which the host checks. Indices wrap
+//   at `mask` (all ones for the stream; working set - 1 in vectors for the cache sweep) and move
+//   by `shift` vectors a pass, so each SM walks the whole working set, not its own L1 slice.
+// MODE 1 write: v[j] = pattern(j); MODE 2 copy: dst[i] = src[i]; MODE 3 fill: src[i] =
+//   hash(i), the random-looking data every test reads (nothing compressible).
+// Defines: MODE, UNROLL, LAYOUT. n_vec is a multiple of threads * UNROLL.
+//
+// chase: one thread follows a random single cycle of nodes one cache line apart (256 loads per
+// round); every load depends on the one before. The load is the vector-memory path of an
+// ordinary kernel: on CUDA ld.global.ca (cached in L1, as the issue asks), on HIP a global_load
+// whose address is kept in a vector register (a uniform address would become a scalar s_load,
+// the cache path no ordinary data load takes). With CLOCK=1 the loop is bracketed by clock64(),
+// the SM's cycle counter, so cycles per load need no outside clock reading.
+#if defined(__HIP_PLATFORM_AMD__)
+#include <hip/hip_runtime.h>
+__device__ __forceinline__ unsigned chase_load(const unsigned* next, unsigned i) {
+    asm volatile("" : "+v"(i));            // the index lives in a VGPR: a per-lane (vector) load
+    return next[i];
+}
+#else
+__device__ __forceinline__ unsigned chase_load(const unsigned* next, unsigned i) {
+    unsigned v;
+    asm volatile("ld.global.ca.u32 %0, [%1];" : "=r"(v) : "l"(next + i) : "memory");
+    return v;
+}
+#endif
+
+#ifndef MODE
+#define MODE 0
+#endif
+#ifndef UNROLL
+#define UNROLL 4
+#endif
+#ifndef LAYOUT
+#define LAYOUT 0
+#endif
+
+__device__ __forceinline__ unsigned hash(unsigned x) {   // lowbias32: a bijection, good avalanche
+    x ^= x >> 16; x *= 0x7feb352dU; x ^= x >> 15; x *= 0x846ca68bU; x ^= x >> 16;
+    return x;
+}
+
+extern "C" __global__ void stream(const uint4* __restrict__ src, uint4* __restrict__ dst, unsigned passes,
+                                  unsigned n_vec, unsigned mask, unsigned shift) {
+#if MODE == 3
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n_vec; i += gridDim.x * blockDim.x)
+        dst[i] = make_uint4(hash(4 * i), hash(4 * i + 1), hash(4 * i + 2), hash(4 * i + 3));
+#elif MODE == 0
+#if LAYOUT == 0
+    const unsigned span = n_vec / gridDim.x, base = blockIdx.x * span + threadIdx.x, lane = blockDim.x;
+#else
+    const unsigned span = n_vec, base = blockIdx.x * blockDim.x + threadIdx.x, lane = gridDim.x * blockDim.x;
+#endif
+    uint4 acc[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) acc[u] = make_uint4(0, 0, 0, 0);
+    for (unsigned pass = 0; pass < passes; pass++)
+        for (unsigned i = 0; i < span; i += lane * UNROLL)
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) {
+                uint4 v = src[(base + i + u * lane + pass * shift) & mask];
+                acc[u].x += v.x; acc[u].y += v.y; acc[u].z += v.z; acc[u].w += v.w;
+            }
+    uint4 sum = acc[0];
+#pragma unroll
+    for (int u = 1; u < UNROLL; u++) { sum.x += acc[u].x; sum.y += acc[u].y; sum.z += acc[u].z; sum.w += acc[u].w; }
+    dst[blockIdx.x * blockDim.x + threadIdx.x] = sum;
+#else
+    const unsigned base = blockIdx.x * blockDim.x * UNROLL + threadIdx.x;
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+        const unsigned j = base + u * blockDim.x;
+#if MODE == 1
+        dst[j] = make_uint4(j, j ^ 0x5bd1e995U, ~j, j * 2654435761U);
+#else
+        dst[j] = src[j];
+#endif
+    }
+#endif
+}
+
+extern "C" __global__ void chase(const unsigned* __restrict__ next, unsigned* __restrict__ out, unsigned rounds,
+                                 unsigned start) {
+    unsigned i = start;
+#if CLOCK
+    long long t0 = clock64();
+#endif
+    for (unsigned r = 0; r < rounds; r++)
+#pragma unroll 16
+        for (int n = 0; n < 256; n++) i = chase_load(next, i);
+#if CLOCK
+    long long t1 = clock64();
+    *(long long*)(out + 2) = t0;      // 8-byte aligned: words 2-3 and 4-5
+    *(long long*)(out + 4) = t1;
+#endif
+    out[0] = i;
+}
+
+extern "C" __global__ void empty() {}

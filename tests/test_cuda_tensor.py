@@ -1,0 +1,223 @@
+"""The CUDA tensor-core kernels (shaders/tensor_mma.cu, tensor_wgmma.cu) and peakbench.cuda.tensor.
+
+CI (no GPU): every form compiles to PTX with nvcc for its architecture and issues its instruction
+once per step; support() and variants() decide per compute capability from a fake runtime; the op
+count and the INT4 packing. With --gpu on an NVIDIA GPU: every variant offered there matches the
+host reference, and its SASS (where cuobjdump or nvdisasm is installed) shows the tensor opcode.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from peakbench.catalog import default_catalog
+from peakbench.catalog import matrix as catalog
+from peakbench.cuda import tensor
+
+CATALOG = default_catalog()
+MATRIX = [t for t in CATALOG.tests if t.family == "matrix"]
+NVCC = shutil.which("nvcc")
+
+
+def fake_rt(cc):
+    return SimpleNamespace(cc=cc, arch="sm_%d%d" % cc + ("a" if cc[0] >= 9 else ""))
+
+
+def compile_arch(form) -> str:
+    """The oldest architecture the form runs on natively (sm_90a for wgmma and the wide FP64 shapes)."""
+    return {"sm80+": "sm_80", "fp8": "sm_89", "int4": "sm_80", "sm90": "sm_90", "sm90a": "sm_90a"}[form.archs]
+
+
+def ptx(tmp_path, form, **overrides) -> str:
+    test = CATALOG.get(f"matrix.{form.test}")
+    variant = tensor.variant_of(form)
+    settings = {**tensor.defines(form, variant, variant.accumulators or test.accumulators), **overrides}
+    arch = compile_arch(form)
+    out = tmp_path / f"{form.kernel}.ptx"
+    target = f"-gencode=arch=compute_{arch[3:]},code=sm_{arch[3:]}"     # no plain sm_90 pass for sm_90a
+    done = subprocess.run([NVCC, "-ptx", target, "--std=c++17", *(f"-D{k}={v}" for k, v in settings.items()),
+                           str(tensor.SHADERS / form.source), "-o", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return out.read_text()
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("form", tensor.FORMS, ids=[f"{f.test}-{f.name}" for f in tensor.FORMS])
+def test_ptx_issues_the_instruction_once_per_step(tmp_path, form):
+    text = ptx(tmp_path, form)
+    test = CATALOG.get(f"matrix.{form.test}")
+    variant = tensor.variant_of(form)
+    steps = variant.unroll * (variant.accumulators or test.accumulators)
+    # The loop body issues every step; nothing else in the kernel issues the instruction.
+    found = re.findall(re.escape(form.instruction) + r"\s", text)
+    assert len(found) == steps, f"{form.name}: {len(found)} {form.instruction} for {steps} steps"
+    if form.path == "wgmma":
+        for needed in ("wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned",
+                       "wgmma.wait_group.sync.aligned", "fence.proxy.async.shared::cta"):
+            assert needed in text, f"{form.name}: no {needed}"
+        assert ".shared" in text and "st.shared" in text
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_ptx_instruction_forms_name_their_types(tmp_path):
+    """Spot checks of the exact instruction spelling (operand and accumulator types in order)."""
+    by = {(f.test, f.name): f for f in tensor.FORMS}
+    want = {("fp16.fp16", "mma.sync:m16n8k16"): "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16",
+            ("bf16.fp32", "wgmma:m64n256k16"): "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16",
+            ("int8.int32", "mma.sync:m16n8k32"): "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32",
+            ("int8.int32", "wgmma:m64n256k32"): "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8",
+            ("fp64.fp64", "mma.sync:m8n8k4"): "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64",
+            ("fp64.fp64", "mma.sync:m16n8k16"): "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64",
+            ("fp8_e4m3.fp32", "wgmma:m64n256k32"): "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3",
+            ("tf32.fp32", "wgmma:m64n256k8"): "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32"}
+    for key, instruction in want.items():
+        assert instruction + " " in ptx(tmp_path, by[key]), key
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_wgmma_accumulates_all_128_registers(tmp_path):
+    form = next(f for f in tensor.FORMS if f.path == "wgmma" and f.test == "bf16.fp32")
+    line = next(l for l in ptx(tmp_path, form).splitlines() if form.instruction in l)
+    registers = re.search(r"\{([^}]*)\}", line).group(1).split(",")
+    assert len(registers) == 128 and len(set(r.strip() for r in registers)) == 128
+
+
+def test_every_matrix_test_has_a_decision_on_each_architecture():
+    for cc in ((8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (12, 0)):
+        rt = fake_rt(cc)
+        for test in MATRIX:
+            reason = tensor.support(test, rt)
+            offered = tensor.variants(test, rt)
+            assert (reason is None) == bool(offered), (cc, test.name)
+            if reason:
+                assert reason.startswith(("[hardware]", "[driver]", "[toolchain]", "[api]")), reason
+
+
+def names(test, cc):
+    return [v.name for v in tensor.variants(CATALOG.get(test), fake_rt(cc))]
+
+
+def test_hopper_offers_both_paths_where_both_are_native():
+    for test in ("matrix.fp16.fp16", "matrix.fp16.fp32", "matrix.bf16.fp32"):
+        assert names(test, (9, 0)) == ["mma.sync:m16n8k16", "wgmma:m64n256k16"]
+    assert names("matrix.tf32.fp32", (9, 0)) == ["mma.sync:m16n8k8", "wgmma:m64n256k8"]
+    assert names("matrix.int8.int32", (9, 0)) == ["mma.sync:m16n8k32", "wgmma:m64n256k32"]
+    # ptxas lowers mma.sync FP8 to FP16 steps on sm_90: only wgmma measures FP8 there.
+    assert names("matrix.fp8_e4m3.fp32", (9, 0)) == ["wgmma:m64n256k32"]
+    assert names("matrix.fp8_e5m2.fp32", (9, 0)) == ["wgmma:m64n256k32"]
+    assert names("matrix.fp64.fp64", (9, 0)) == ["mma.sync:m8n8k4", "mma.sync:m16n8k4", "mma.sync:m16n8k8",
+                                                  "mma.sync:m16n8k16"]
+
+
+def test_other_architectures_offer_mma_sync_only():
+    assert names("matrix.bf16.fp32", (8, 0)) == ["mma.sync:m16n8k16"]
+    assert names("matrix.fp8_e4m3.fp32", (8, 9)) == ["mma.sync:m16n8k32"]
+    assert names("matrix.int4.int32", (8, 6)) == ["mma.sync:m16n8k64"]
+    assert names("matrix.fp64.fp64", (8, 0)) == ["mma.sync:m8n8k4"]
+    assert names("matrix.bf16.fp32", (10, 0)) == ["mma.sync:m16n8k16"]      # no wgmma after sm_90a
+
+
+@pytest.mark.parametrize("test, cc, start", [
+    ("matrix.int4.int32", (9, 0), "[hardware] Hopper (sm_90) has no INT4 tensor-core path"),
+    ("matrix.fp4.fp32", (9, 0), "[hardware] Hopper (sm_90) has no FP4 tensor-core path"),
+    ("matrix.fp4.fp32", (8, 9), "[hardware] sm_89 has no FP4"),
+    ("matrix.fp8_e4m3.fp32", (8, 0), "[hardware] sm_80 has no FP8 tensor-core path"),
+    ("matrix.fp8_e5m2.fp32", (8, 6), "[hardware] sm_86 has no FP8 tensor-core path"),
+    ("matrix.fp8_e4m3.fp32", (10, 0), "[api] FP8 on sm_100a runs natively only through tcgen05"),
+    ("matrix.int4.int32", (12, 0), "[hardware] sm_120a has no INT4"),
+    ("matrix.bf16.fp32", (7, 5), "[api] the CUDA tensor-core kernels issue mma.sync shapes of sm_80"),
+])
+def test_unsupported_reasons(test, cc, start):
+    assert tensor.support(CATALOG.get(test), fake_rt(cc)).startswith(start)
+
+
+@pytest.mark.parametrize("test, cc", [("matrix.fp8_e4m3.fp32", (8, 9)), ("matrix.fp8_e5m2.fp32", (9, 0)),
+                                      ("matrix.int4.int32", (8, 0)), ("matrix.fp64.fp64", (8, 0)),
+                                      ("matrix.tf32.fp32", (9, 0))])
+def test_supported(test, cc):
+    assert tensor.support(CATALOG.get(test), fake_rt(cc)) is None
+
+
+def test_variants_carry_the_op_count_of_their_shape():
+    for form in tensor.FORMS:
+        v = tensor.variant_of(form)
+        m, n, k = form.shape
+        assert v.ops_per_step == 2 * m * n * k and v.shape == form.shape and v.unroll == catalog.UNROLL
+        assert v.name == f"{form.path}:m{m}n{n}k{k}"
+
+
+def test_work_counts_every_step_of_every_owner():
+    form = next(f for f in tensor.FORMS if f.path == "wgmma" and f.test == "bf16.fp32")
+    v = tensor.variant_of(form)
+    # 132 SMs x 2 warpgroups, 1000 iterations of 4 steps on one 64x256x16 accumulator.
+    assert tensor.work(264, 1000, v, 1) == 264 * 1000 * 4 * 1 * 2 * 64 * 256 * 16
+    mma = tensor.variant_of(next(f for f in tensor.FORMS if f.name == "mma.sync:m16n8k16" and f.test == "fp16.fp32"))
+    assert tensor.work(10, 3, mma, 8) == 10 * 3 * 4 * 8 * 4096
+
+
+def test_int4_packing_puts_the_lower_element_in_the_low_nibble():
+    assert tensor.encode_int4(np.array([1, -1, 0, -1])) == bytes([0xF1, 0xF0])
+    assert tensor.encode_int4(np.array([-1])) == bytes([0x0F])
+
+
+def test_tensor_opcodes_keep_the_shape_modifiers():
+    listing = ("        /*0a10*/                   HGMMA.64x256x16.F32.BF16 R24, gdesc[UR4], R24 ;\n"
+               "        /*0a20*/                   HGMMA.64x256x16.F32.BF16 R24, gdesc[UR8], R24, gsb0 ;\n"
+               "        /*0a30*/              @!P0 DMMA.16x8x16 R48, R16, R8, R48 ;\n"
+               "        /*0a40*/                   FFMA R1, R2, R3, R4 ;\n")
+    assert tensor.tensor_opcodes(listing) == {"HGMMA.64x256x16.F32.BF16": 2, "DMMA.16x8x16": 1}
+
+
+def test_an_emulated_step_is_not_taken_for_the_native_one():
+    forms = {(f.test, f.name): f for f in tensor.FORMS}
+    fp8 = forms[("fp8_e4m3.fp32", "mma.sync:m16n8k32")]
+    assert fp8.issued(["QMMA.16832.F32.E4M3.E4M3"])
+    assert not fp8.issued(["HMMA.16816.F32"])                       # FP8 unpacked to FP16 steps
+    assert not forms[("int4.int32", "mma.sync:m16n8k64")].issued(["IMMA.16832.S8.S8"])
+    dmma = forms[("fp64.fp64", "mma.sync:m8n8k4")]
+    assert dmma.issued(["DMMA.884"]) and dmma.issued(["DMMA.8x8x4"]) and not dmma.issued(["DMMA.16x8x4"])
+
+
+# --- on an NVIDIA GPU ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cuda_rt():
+    cp = pytest.importorskip("cupy")
+    try:
+        cp.cuda.runtime.getDeviceCount()
+    except Exception:
+        pytest.skip("no CUDA device")
+    from peakbench.backend import DeviceInfo
+    from peakbench.cuda.runtime import CudaRuntime
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    info = DeviceInfo(0, str(props["name"]), 0x10DE, 0, "", "", "")
+    rt = CudaRuntime(0, info, props)
+    yield rt
+    rt.close()
+
+
+def gpu_cases():
+    return [(t, f) for t in MATRIX for f in tensor.FORMS if f.test == t.dtype]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("test, form", gpu_cases(), ids=[f"{t.dtype}-{f.name}" for t, f in gpu_cases()])
+def test_variant_matches_the_host_reference(cuda_rt, test, form):
+    if not tensor.native(form, tuple(cuda_rt.cc)):
+        pytest.skip(f"{form.name} is not native on {cuda_rt.arch}")
+    w = tensor.workload(test, tensor.variant_of(form), cuda_rt)
+    try:
+        assert w.verify() is None
+        if "tensor_opcodes" in w.evidence:
+            assert form.issued([w.evidence["tensor_opcode"]]), w.evidence["tensor_opcodes"]
+        # A longer timed launch (B2 = -B1) still leaves every tile at its start: the sum of C0.
+        w.run(64)
+        got = np.frombuffer(cuda_rt.download(w.out), dtype=w.out_dtype).reshape(w.owners, *w.tile)
+        assert np.array_equal(got.astype(np.float64), np.broadcast_to(w.inputs.c0.sum(axis=0), got.shape))
+    finally:
+        w.close()
