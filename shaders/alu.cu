@@ -11,7 +11,11 @@
 #include <hip/hip_fp16.h>
 #include <hip/hip_bf16.h>
 typedef __hip_bfloat162 bfloat162;
+#if defined(__GFX11__) || defined(__GFX12__)     // RDNA3/4: the mixed-sign dot, both signed here
+#define DOT4(a, b, c) __builtin_amdgcn_sudot4(true, (a), true, (b), (c), false)
+#else
 #define DOT4(a, b, c) __builtin_amdgcn_sdot4((a), (b), (c), false)
+#endif
 #else
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>

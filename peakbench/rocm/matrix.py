@@ -1,0 +1,160 @@
+"""Matrix tests on AMD matrix cores: MFMA on CDNA, WMMA on RDNA3/RDNA4. Each instruction the
+capability table (targets.py) lists for the target and the test's types is one variant (named by
+its M x N x K), run by shaders/matrix_amd.cu under the contract of catalog/matrix_reference.py and
+verified exactly against the host reference, as the Vulkan and CUDA matrix tests are."""
+from __future__ import annotations
+
+import numpy as np
+
+from peakbench.backend import Unsupported
+from peakbench.catalog import TestSpec, Variant
+from peakbench.catalog import matrix as catalog
+from peakbench.catalog import matrix_reference as ref
+from peakbench.rocm import targets
+from peakbench.simt.listing import instruction_mix, opcodes
+from peakbench.simt.workloads import source
+
+SOURCE = "matrix_amd.cu"
+WAVES = 4                  # waves per block
+BLOCKS_PER_UNIT = 4        # blocks per CU: 16 waves, four per SIMD, to cover the MFMA/WMMA latency
+
+E2M1_BIAS = 1              # FP4 E2M1: 1 sign, 2 exponent, 1 mantissa bit
+FNUZ = {"fp8_e4m3": 8, "fp8_e5m2": 16}    # CDNA3's FP8 exponent biases (OCP's + 1; no -0, no inf)
+
+
+def _types(test: TestSpec) -> tuple[str, str]:
+    a, c = test.dtype.split(".")
+    return a, c
+
+
+def support(test: TestSpec, rt) -> str | None:
+    return targets.matrix_support(rt.arch, test.name)
+
+
+def variants(test: TestSpec, rt) -> tuple[Variant, ...]:
+    """One subgroup-scope shape per instruction the target has for these types."""
+    return tuple(dict.fromkeys(catalog.shape(f.m, f.n, f.k) for f in targets.matrix_forms(rt.arch, test.name)))
+
+
+def form_for(test: TestSpec, variant: Variant, arch: str) -> targets.Mma:
+    for f in targets.matrix_forms(arch, test.name):
+        if f.shape == tuple(variant.shape):
+            return f
+    raise Unsupported(f"[hardware] {targets.base_target(arch)} has no {test.dtype} matrix instruction of "
+                      f"shape {variant.name}")
+
+
+def _powers_of_two(values: np.ndarray, mant: int, bias: int, exp_bits: int, sign_bit: int) -> np.ndarray:
+    """Zero and signed powers of two (all these inputs hold) as minifloat codes."""
+    codes = np.zeros(values.shape, dtype=np.uint8)
+    nz = values != 0
+    exp = np.log2(np.abs(values[nz])).astype(np.int64)
+    assert np.all(2.0 ** exp == np.abs(values[nz])), "minifloat inputs are powers of two"
+    field = exp + bias
+    assert np.all((field > 0) & (field < (1 << exp_bits))), "normal numbers of the format"
+    codes[nz] = ((field << mant) | np.where(values[nz] < 0, 1 << sign_bit, 0)).astype(np.uint8)
+    return codes
+
+
+def _nibbles(codes: np.ndarray) -> bytes:
+    """4-bit codes two to a byte, low nibble first (the element with the lower index)."""
+    flat = (codes.reshape(-1).astype(np.uint8) & 0xF)
+    return (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8).tobytes()
+
+
+def encode(values: np.ndarray, kind: str, fp8: str = "ocp") -> bytes:
+    """A matrix row-major in operand type `kind`, as shaders/matrix_amd.cu reads it. FP8 in the
+    target's encoding: "fnuz" on gfx940-gfx942 (biases 8 and 16), "ocp" elsewhere."""
+    if kind in ref.FP8:
+        mant, bias = ref.FP8[kind]
+        bias = FNUZ[kind] if fp8 == "fnuz" else bias
+        return _powers_of_two(values, mant, bias, 7 - mant, 7).tobytes()
+    if kind == "fp4":
+        return _nibbles(_powers_of_two(values, 1, E2M1_BIAS, 2, 3))
+    if kind == "int4":
+        assert np.all((values >= -8) & (values <= 7)), "INT4 range"
+        return _nibbles(values.astype(np.int64) & 0xF)
+    if kind == "tf32":
+        return ref._encode(values, "fp32")
+    return ref._encode(values, kind)
+
+
+def operand_bytes(inputs: ref.MatrixInputs, verify: bool, fp8: str = "ocp") -> bytes:
+    """A, B1, B2 packed in the operand type; B2 = B1 to verify, -B1 to time."""
+    b2 = inputs.b if verify else -inputs.b
+    return b"".join(encode(x, inputs.operand, fp8) for x in (inputs.a, inputs.b, b2))
+
+
+class MatrixWorkload:
+    """One instruction: a kernel keeping A, B1, B2 and ACC accumulator tiles in registers per wave."""
+
+    def __init__(self, test: TestSpec, variant: Variant, rt):
+        self.test, self.variant, self.rt, self.name = test, variant, rt, variant.name
+        a, c = _types(test)
+        self.form = form_for(test, variant, rt.arch)
+        fam = targets.family(rt.arch)
+        self.wave = rt.limits.warp
+        if self.wave != fam.wave:
+            raise Unsupported(f"[toolchain] {self.form.mnemonic} needs wave{fam.wave} and the runtime "
+                              f"reports wave{self.wave}")
+        m, n, k = self.form.shape
+        self.accumulators = variant.accumulators or test.accumulators
+        self.fp8 = fam.fp8 or "ocp"
+        defines = {f"FORM_{self.form.form}": 1, "ACC": self.accumulators, "UNROLL": variant.unroll,
+                   "WAVES": WAVES, "WAVE": self.wave}
+        if self.form.fmt is not None:
+            defines["FMT"] = self.form.fmt
+        self.kernel = rt.compile(source(SOURCE), defines, "mma_peak")
+        self.blocks = max(1, rt.limits.units * BLOCKS_PER_UNIT)
+        self.owners = self.blocks * WAVES                     # one tile set per wave
+        self.inputs = ref.make_inputs(m, n, k, a, c, self.accumulators)
+        self.out_dtype = ref.STORAGE[c]
+        self.tile = (m, n)
+        self.ab = rt.alloc(len(operand_bytes(self.inputs, verify=True, fp8=self.fp8)))
+        c0 = self.inputs.accumulators()
+        self.c0 = rt.alloc(len(c0))
+        self.out = rt.alloc(self.owners * m * n * np.dtype(self.out_dtype).itemsize)
+        rt.upload(self.c0, c0)
+        rt.upload(self.ab, operand_bytes(self.inputs, verify=False, fp8=self.fp8))
+        self.params = {"variant": variant.name, "kernel": f"{SOURCE} ({self.form.form})", "m": m, "n": n, "k": k,
+                       "operands": a, "accumulator": c, "block": WAVES * self.wave, "blocks": self.blocks,
+                       "tile_owners": self.owners, "wave": self.wave, "accumulators": self.accumulators,
+                       "unroll": variant.unroll, "ops_per_step": variant.ops_per_step, "arch": rt.arch}
+        self.evidence = {"instruction": self.form.mnemonic, "builtin": f"__builtin_amdgcn_{self.form.builtin}",
+                         "isa_family": fam.name}
+        if a in ref.FP8:
+            self.evidence["fp8_encoding"] = ("FNUZ (E4M3 bias 8, E5M2 bias 16)" if self.fp8 == "fnuz"
+                                             else "OCP (E4M3 bias 7, E5M2 bias 15)")
+        if self.form.fmt is not None:
+            self.evidence["scale"] = "E8M0 1.0 for A and B (unscaled)"
+        listing = rt.disassemble(self.kernel)
+        if listing:
+            ops = opcodes(listing)
+            self.evidence["instruction_mix"] = instruction_mix(listing)
+            self.evidence["matrix_instructions"] = sum(1 for op in ops if self.form.issued_by(op))
+
+    def run(self, size: int) -> float:
+        return self.rt.launch(self.kernel, self.blocks, WAVES * self.wave,
+                              [self.out, self.ab, self.c0, np.uint32(size)])
+
+    def work(self, size: int) -> float:
+        return float(self.owners) * size * self.variant.unroll * self.accumulators * self.variant.ops_per_step
+
+    def verify(self) -> str | None:
+        """One iteration with B2 = B1 on the full grid, output poisoned first, every tile checked."""
+        self.rt.upload(self.ab, operand_bytes(self.inputs, verify=True, fp8=self.fp8))
+        self.rt.fill(self.out, 0xFF)
+        try:
+            self.run(1)
+        finally:
+            self.rt.upload(self.ab, operand_bytes(self.inputs, verify=False, fp8=self.fp8))
+        got = np.frombuffer(self.rt.download(self.out), dtype=self.out_dtype).reshape(self.owners, *self.tile)
+        return ref.compare(got, ref.reference(self.inputs, self.variant.unroll))
+
+    def close(self) -> None:
+        for b in (self.ab, self.c0, self.out):
+            self.rt.free(b)
+
+
+def workload(test: TestSpec, variant: Variant, rt) -> MatrixWorkload:
+    return MatrixWorkload(test, variant, rt)

@@ -1,0 +1,313 @@
+"""The simt Runtime on hip-python: hiprtc to a code object for the device's exact target (with its
+sramecc/xnack features), module loading, device buffers from hipMalloc, launches timed between
+HIP events.
+
+hip-python returns a tuple (error, *values) from every call. Each call goes through `HipApi.call`,
+which turns a non-success code into HipError naming the call and the code, so nothing fails
+silently. The hip and hiprtc modules are passed in (create() imports them), which is also how the
+tests put a fake runtime at exactly this boundary.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from peakbench.backend import DeviceInfo
+from peakbench.rocm import targets
+from peakbench.simt.runtime import Kernel, Limits
+
+
+class HipError(RuntimeError):
+    """A HIP or hiprtc call returned an error code (or raised inside hip-python)."""
+
+    def __init__(self, call: str, detail: str, code: int | None = None):
+        super().__init__(f"{call} failed: {detail}")
+        self.call, self.code = call, code
+
+
+class CompileError(RuntimeError):
+    pass
+
+
+def _code(err) -> int:
+    return int(getattr(err, "value", err))
+
+
+def _name(err) -> str:
+    return getattr(err, "name", None) or str(err)
+
+
+class HipApi:
+    """hip and hiprtc behind one checked call."""
+
+    def __init__(self, hip, hiprtc):
+        self.hip, self.hiprtc = hip, hiprtc
+
+    def call(self, fn, *args, **kwargs):
+        """fn(*args) -> its values (one value, a tuple of several, or None); HipError when the
+        returned code is not success or hip-python itself raises (bad argument, missing library)."""
+        name = getattr(fn, "__name__", str(fn))
+        try:
+            result = fn(*args, **kwargs)
+        except HipError:
+            raise
+        except Exception as e:
+            raise HipError(name, f"{type(e).__name__}: {e}") from e
+        err, values = (result[0], result[1:]) if isinstance(result, tuple) else (result, ())
+        if _code(err) != 0:
+            raise HipError(name, f"{_name(err)} (error {_code(err)})", _code(err))
+        if not values:
+            return None
+        return values[0] if len(values) == 1 else values
+
+
+@dataclass
+class DeviceBuffer:
+    """Device memory from hipMalloc: the pointer hip-python returned, and its size."""
+    ptr: object
+    nbytes: int
+
+    @property
+    def address(self) -> int:
+        return int(self.ptr)
+
+
+# numpy scalar types to the ctypes type hip-python packs by value into the launch's argument buffer.
+CTYPES = {np.dtype(np.uint8): ctypes.c_uint8, np.dtype(np.int8): ctypes.c_int8,
+          np.dtype(np.uint16): ctypes.c_uint16, np.dtype(np.int16): ctypes.c_int16,
+          np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.int32): ctypes.c_int32,
+          np.dtype(np.uint64): ctypes.c_uint64, np.dtype(np.int64): ctypes.c_int64,
+          np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
+
+
+def marshal(args: Sequence) -> tuple:
+    """Kernel arguments as hip-python's `extra=` takes them: a tuple of ctypes values, which it
+    lays out at their natural alignment. Buffers become their device address (a pointer
+    parameter); scalars must be numpy scalars, so their width is explicit."""
+    out = []
+    for i, a in enumerate(args):
+        if isinstance(a, DeviceBuffer):
+            out.append(ctypes.c_void_p(a.address))
+        elif isinstance(a, np.generic) and a.dtype in CTYPES:
+            out.append(CTYPES[a.dtype](a.item()))
+        else:
+            raise TypeError(f"kernel argument {i}: {type(a).__name__} is not a DeviceBuffer or a numpy "
+                            f"scalar (np.uint32(...), np.float32(...), ...)")
+    return tuple(out)
+
+
+def hip_version(v: int) -> str:
+    """HIP_VERSION_MAJOR * 10^7 + MINOR * 10^5 + PATCH (60342134 -> 6.3.42134)."""
+    return f"{v // 10_000_000}.{v // 100_000 % 100}.{v % 100_000}"
+
+
+def include_dirs() -> list[str]:
+    """Where hip/hip_fp16.h is, for sources that include it; hiprtc also carries its own copy."""
+    roots = [os.environ.get("ROCM_PATH"), os.environ.get("HIP_PATH"), "/opt/rocm"]
+    return [str(Path(r) / "include") for r in roots if r and (Path(r) / "include" / "hip" / "hip_fp16.h").exists()][:1]
+
+
+class HipRuntime:
+    dialect = "hip"
+
+    def __init__(self, api: HipApi, index: int, info: DeviceInfo, props: dict, clock=None):
+        self.api, self.hip = api, api.hip
+        self.index, self.info, self._clock = index, info, clock
+        self.target = props["gcnArchName"]                  # e.g. gfx90a:sramecc+:xnack-
+        self.arch = targets.base_target(self.target)        # gfx90a
+        self.api.call(self.hip.hipSetDevice, index)
+        free, _total = self.api.call(self.hip.hipMemGetInfo)
+        self.limits = Limits(units=props["multiProcessorCount"], threads_per_unit=props["maxThreadsPerMultiProcessor"],
+                             max_block=props["maxThreadsPerBlock"], warp=props["warpSize"],
+                             l2_bytes=props["l2CacheSize"], memory_bytes=int(free),
+                             shared_per_block=props.get("sharedMemPerBlock") or 64 << 10)
+        self.stream = self.api.call(self.hip.hipStreamCreate)
+        self._start = self.api.call(self.hip.hipEventCreate)
+        self._end = self.api.call(self.hip.hipEventCreate)
+        self._modules = []
+
+    # Compilation -------------------------------------------------------------------------------
+    def compile_options(self, defines: dict) -> list[str]:
+        return [f"--offload-arch={self.target}", "-O3", "-std=c++17", *(f"-I{d}" for d in include_dirs()),
+                *(f"-D{k}={v}" for k, v in defines.items())]
+
+    def compile(self, source: str, defines: dict, kernel: str) -> Kernel:
+        rtc = self.api.hiprtc
+        options = self.compile_options(defines)
+        prog = self.api.call(rtc.hiprtcCreateProgram, source.encode(), f"{kernel}.cu".encode(), 0, [], [])
+        try:
+            try:
+                err = rtc.hiprtcCompileProgram(prog, len(options), [o.encode() for o in options])
+            except Exception as e:
+                raise HipError("hiprtcCompileProgram", f"{type(e).__name__}: {e}") from e
+            err = err[0] if isinstance(err, tuple) else err      # its failure is a CompileError, with the log
+            log = self._log(prog)
+            if _code(err) != 0:
+                raise CompileError(f"hiprtc could not compile {kernel} for {self.target}: {_name(err)}\n{log}")
+            size = self.api.call(rtc.hiprtcGetCodeSize, prog)
+            code = bytearray(size)
+            self.api.call(rtc.hiprtcGetCode, prog, code)
+        except BaseException:
+            self._destroy(prog, quiet=True)          # the first error is the one to report
+            raise
+        self._destroy(prog)
+        module = self.api.call(self.hip.hipModuleLoadData, bytes(code))
+        self._modules.append(module)
+        function = self.api.call(self.hip.hipModuleGetFunction, module, kernel.encode())
+        return Kernel(kernel, function, bytes(code), log, {"target": self.target, "options": options})
+
+    def _destroy(self, prog, quiet: bool = False) -> None:
+        ref = prog.createRef() if hasattr(prog, "createRef") else prog
+        try:
+            self.api.call(self.api.hiprtc.hiprtcDestroyProgram, ref)
+        except HipError:
+            if not quiet:
+                raise
+
+    def _log(self, prog) -> str:
+        size = self.api.call(self.api.hiprtc.hiprtcGetProgramLogSize, prog) or 0
+        if size <= 1:
+            return ""
+        buf = bytearray(size)
+        self.api.call(self.api.hiprtc.hiprtcGetProgramLog, prog, buf)
+        return bytes(buf).rstrip(b"\0").decode(errors="replace")
+
+    def disassemble(self, kernel: Kernel) -> str | None:
+        return disassemble(kernel.binary, self.arch)
+
+    # Memory ------------------------------------------------------------------------------------
+    def alloc(self, nbytes: int) -> DeviceBuffer:
+        nbytes = max(1, int(nbytes))
+        return DeviceBuffer(self.api.call(self.hip.hipMalloc, nbytes), nbytes)
+
+    def free(self, buf: DeviceBuffer) -> None:
+        if buf.ptr is not None:
+            self.api.call(self.hip.hipFree, buf.ptr)
+            buf.ptr = None
+
+    def upload(self, buf: DeviceBuffer, data: bytes) -> None:
+        if len(data) > buf.nbytes:
+            raise ValueError(f"upload of {len(data)} bytes into a {buf.nbytes}-byte buffer")
+        host = data if isinstance(data, bytearray) else bytearray(data)   # writable and contiguous
+        self.api.call(self.hip.hipMemcpy, buf.ptr, host, len(data), self.hip.hipMemcpyKind.hipMemcpyHostToDevice)
+
+    def download(self, buf: DeviceBuffer, nbytes: int | None = None) -> bytes:
+        n = buf.nbytes if nbytes is None else min(int(nbytes), buf.nbytes)
+        host = bytearray(n)
+        self.api.call(self.hip.hipMemcpy, host, buf.ptr, n, self.hip.hipMemcpyKind.hipMemcpyDeviceToHost)
+        return bytes(host)
+
+    def fill(self, buf: DeviceBuffer, byte: int) -> None:
+        self.api.call(self.hip.hipMemset, buf.ptr, byte & 0xFF, buf.nbytes)
+        self.api.call(self.hip.hipDeviceSynchronize)
+
+    # Launches ----------------------------------------------------------------------------------
+    def _launch(self, kernel: Kernel, grid, block, extra, shared_bytes: int) -> None:
+        g = tuple(grid) if isinstance(grid, tuple) else (grid,)
+        b = tuple(block) if isinstance(block, tuple) else (block,)
+        g, b = (g + (1, 1))[:3], (b + (1, 1))[:3]
+        self.api.call(self.hip.hipModuleLaunchKernel, kernel.handle, *g, *b, sharedMemBytes=int(shared_bytes),
+                      stream=self.stream, kernelParams=None, extra=extra)
+
+    def launch(self, kernel: Kernel, grid, block, args: Sequence, shared_bytes: int = 0, repeat: int = 1) -> float:
+        """Launch `repeat` times back to back and wait; the GPU time between the events around
+        them, in seconds (HIP reports milliseconds)."""
+        extra = marshal(args) or None                       # hip-python: no arguments is extra=None
+        self.api.call(self.hip.hipEventRecord, self._start, self.stream)
+        for _ in range(repeat):
+            self._launch(kernel, grid, block, extra, shared_bytes)
+        self.api.call(self.hip.hipEventRecord, self._end, self.stream)
+        self.api.call(self.hip.hipEventSynchronize, self._end)
+        ms = self.api.call(self.hip.hipEventElapsedTime, self._start, self._end)
+        return float(ms) / 1e3
+
+    def launch_wall(self, kernel: Kernel, grid: int, block: int, args: Sequence, count: int) -> list[float]:
+        out, extra = [], marshal(args) or None
+        for _ in range(count):
+            t0 = time.perf_counter()
+            self._launch(kernel, grid, block, extra, 0)
+            self.api.call(self.hip.hipStreamSynchronize, self.stream)
+            out.append(time.perf_counter() - t0)
+        return out
+
+    def clock_mhz(self) -> float | None:
+        return self._clock.gfx_mhz() if self._clock else None
+
+    def close(self) -> None:
+        try:
+            self.api.call(self.hip.hipStreamSynchronize, self.stream)
+            for module in self._modules:
+                self.api.call(self.hip.hipModuleUnload, module)
+            self._modules.clear()
+            for event in (self._start, self._end):
+                self.api.call(self.hip.hipEventDestroy, event)
+            self.api.call(self.hip.hipStreamDestroy, self.stream)
+        finally:
+            if self._clock:
+                self._clock.close()
+
+
+# -- code-object disassembly (evidence) ----------------------------------------------------------
+BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
+_OPCODE = re.compile(r"^\s*[sv]_[a-z0-9_]+\b", re.M)
+
+
+def code_object(binary: bytes, arch: str | None = None) -> bytes | None:
+    """The AMDGPU ELF inside `binary`: itself when it is one, else the (first, or `arch`'s) amdgcn
+    entry of an uncompressed clang offload bundle; None for anything else (a compressed bundle)."""
+    if binary[:4] == b"\x7fELF":
+        return binary
+    if not binary.startswith(BUNDLE_MAGIC):
+        return None
+    try:
+        (count,) = struct.unpack_from("<Q", binary, len(BUNDLE_MAGIC))
+        pos, found = len(BUNDLE_MAGIC) + 8, []
+        for _ in range(count):
+            offset, size, id_len = struct.unpack_from("<QQQ", binary, pos)
+            entry_id = binary[pos + 24: pos + 24 + id_len].decode(errors="replace")
+            pos += 24 + id_len
+            if "amdgcn" in entry_id:
+                found.append((entry_id, binary[offset: offset + size]))
+    except struct.error:
+        return None
+    for entry_id, data in found:
+        if arch is None or entry_id.split("--")[-1].split(":")[0] == arch:
+            return data
+    return found[0][1] if found else None
+
+
+def objdump() -> str | None:
+    """ROCm's llvm-objdump (it knows every gfx target), else one on PATH."""
+    for root in (os.environ.get("ROCM_PATH"), os.environ.get("HIP_PATH"), "/opt/rocm"):
+        if root and (Path(root) / "llvm" / "bin" / "llvm-objdump").exists():
+            return str(Path(root) / "llvm" / "bin" / "llvm-objdump")
+    return shutil.which("llvm-objdump")
+
+
+def disassemble(binary: bytes, arch: str) -> str | None:
+    """The AMDGCN listing of a code object where llvm-objdump is installed, else None."""
+    elf = code_object(binary, arch) if binary else None
+    exe = objdump() if elf else None
+    if not exe:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kernel.hsaco"
+        path.write_bytes(elf)
+        try:
+            done = subprocess.run([exe, "-d", f"--mcpu={arch}", str(path)], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    if done.returncode == 0 and _OPCODE.search(done.stdout):
+        return done.stdout
+    return None
