@@ -32,6 +32,18 @@ def test_sass_opcodes_are_counted_with_their_modifiers():
     assert sass.count(LISTING, "FFMA") == 0
 
 
+def test_a_kernel_is_cut_out_of_a_module_listing():
+    module = ("\t\tFunction : empty\n        /*0000*/                   EXIT ;\n"
+              "\t\tFunction : chase\n        /*0000*/                   LDG.E.STRONG.SM R2, desc[UR4][R2.64] ;\n"
+              "        /*0010*/                   EXIT ;\n")
+    assert listing.instruction_mix(listing.function(module, "chase")) == {"LDG.E.STRONG.SM": 1, "EXIT": 1}
+    assert listing.instruction_mix(listing.function(module, "empty")) == {"EXIT": 1}
+    assert listing.function(module, "stream") == ""
+    assert listing.instruction_mix(listing.function(LISTING, "alu")) == listing.instruction_mix(LISTING)
+    bare = "        /*0000*/                   EXIT ;\n"
+    assert listing.function(bare, "alu") == bare                  # no function names: all of it
+
+
 def test_amdgcn_listings_are_counted_too():
     text = "  v_pk_fma_f16 v1, v2, v3, v4 // 0000001C: CC0E0001\n  v_pk_fma_f16 v5, v2, v3, v4\n  s_endpgm\n"
     assert listing.instruction_mix(text) == {"v_pk_fma_f16": 2, "s_endpgm": 1}

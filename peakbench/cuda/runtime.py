@@ -3,6 +3,7 @@ buffers as CuPy byte arrays, launches timed between CUDA events."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Sequence
@@ -13,6 +14,7 @@ from cupy.cuda import nvrtc
 
 from peakbench.backend import DeviceInfo
 from peakbench.cuda import sass
+from peakbench.simt.listing import function as listing_function
 from peakbench.simt.runtime import Kernel, Limits
 
 MAX_DYNAMIC_SHARED = 8        # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
@@ -35,9 +37,11 @@ def _nvrtc_version() -> tuple:
 
 
 def include_dirs() -> list[str]:
-    """Where cuda_fp16.h and friends are: the CUDA toolkit CuPy found, then the usual place."""
-    roots = [cp.cuda.get_cuda_path(), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
-    return [str(Path(r) / "include") for r in roots if r and (Path(r) / "include" / "cuda_fp16.h").exists()][:1]
+    """Where cuda_fp16.h and friends are: the CUDA toolkit CuPy found, the usual place, or the
+    headers of the pip-installed toolkit (cupy-cuda12x[ctk]: nvidia/cuda_runtime/include)."""
+    roots = [Path(r) / "include" for r in (cp.cuda.get_cuda_path(), os.environ.get("CUDA_PATH"), "/usr/local/cuda") if r]
+    roots += [Path(p) / "nvidia" / sub / "include" for p in sys.path if p for sub in ("cuda_runtime", "cu13", "cu12")]
+    return [str(r) for r in roots if (r / "cuda_fp16.h").exists()][:1]
 
 
 class CudaRuntime:
@@ -83,7 +87,9 @@ class CudaRuntime:
         return Kernel(kernel, module.get_function(kernel), bytes(binary), log, {"ptx": ptx})
 
     def disassemble(self, kernel: Kernel) -> str | None:
-        return sass.disassemble(kernel.binary)
+        """The SASS of this kernel alone (a module holds every kernel of its source)."""
+        listing = sass.disassemble(kernel.binary)
+        return listing and (listing_function(listing, kernel.name) or None)
 
     # Memory ------------------------------------------------------------------------------------
     def alloc(self, nbytes: int):

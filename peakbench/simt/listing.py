@@ -11,6 +11,16 @@ _SASS = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(
 _GCN = re.compile(r"^\s*([sv]_[a-z0-9_]+)\b", re.M)
 
 
+def function(listing: str, name: str) -> str:
+    """The part of a listing that is one kernel (cuobjdump prints every function of a module,
+    each after a "Function : <name>" line); the whole listing when it names no functions."""
+    parts = re.split(r"^\s*Function : (\S+)\s*$", listing, flags=re.M)
+    if len(parts) == 1:
+        return listing
+    bodies = dict(zip(parts[1::2], parts[2::2]))
+    return bodies.get(name, "")
+
+
 def opcodes(listing: str) -> list[str]:
     found = [m.group(1) for m in _SASS.finditer(listing)]
     return found or [m.group(1) for m in _GCN.finditer(listing)]
