@@ -20,7 +20,7 @@ class Variant:
                               # unroll * accumulators steps, code size grows with it
     shape: tuple = ()         # (M, N, K) of a matrix variant
     accumulators: int = 0     # overrides the test's accumulators where a variant needs fewer
-    scope: str = ""           # matrix variants: "subgroup" or "workgroup"
+    scope: str = ""           # matrix variants: "subgroup", "workgroup" or "warpgroup" (CUDA wgmma)
     invocations: int = 0      # workgroup scope: the invocations that share one set of tiles
 
 
