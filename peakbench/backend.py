@@ -6,6 +6,7 @@ package or driver becomes BackendUnavailable with a hint, never a traceback.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -55,6 +56,33 @@ class Workload(Protocol):
     def run(self, size: int) -> float: ...
     def work(self, size: int) -> float: ...
     def verify(self) -> str | None: ...
+
+
+def release_on_failure(init):
+    """For a workload's __init__: when building it fails part-way (an allocation, a compile, the
+    first launch), close() what was made before the error goes on, so a failed variant does not
+    keep its buffers (on a GPU, gigabytes) from the next one."""
+    @functools.wraps(init)
+    def wrapper(self, *args, **kwargs):
+        try:
+            init(self, *args, **kwargs)
+        except BaseException:
+            try:
+                self.close()
+            except Exception:
+                pass
+            raise
+    return wrapper
+
+
+def release(obj, free, *names: str) -> None:
+    """free() each named resource of `obj` that exists and is not None, then forget it: a close()
+    that is safe on a half-built workload and safe to call twice."""
+    for name in names:
+        resource = getattr(obj, name, None)
+        if resource is not None:
+            setattr(obj, name, None)
+            free(resource)
 
 
 class Device(Protocol):

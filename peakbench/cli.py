@@ -221,7 +221,11 @@ def cmd_run(args) -> int:
                     run.results.append(result)
                     save()
             finally:
-                device.close()
+                try:
+                    device.close()
+                except Exception as e:     # e.g. a kernel fault reported at the last synchronize
+                    failed = True
+                    progress(f"[{backend.name}:{index}] closing the device failed: {type(e).__name__}: {e}")
     except KeyboardInterrupt:
         progress("interrupted: keeping the results measured so far")
         save()

@@ -3,10 +3,10 @@
 //
 // stream: 16-byte accesses, UNROLL in flight per thread, in the layout that measured fastest
 // for each on the H200 (PERFORMANCE_ANALYSIS.md):
-// - read: one resident wave, `passes` sweeps (bytes per launch = passes * n_vec * 16). LAYOUT 0
+// - read: a grid of one wave at full occupancy, `passes` sweeps (bytes per launch = passes * n_vec * 16). LAYOUT 0
 //   (chunk): each block sweeps its own contiguous slice of n_vec / blocks vectors; LAYOUT 1
-//   (stride): the whole grid strides through the buffer. Which is faster depends on the page
-//   size the driver backs the buffer with, so both run and the faster one counts.
+//   (stride): the whole grid strides through the buffer. Which is faster differed between boards
+//   (PERFORMANCE_ANALYSIS.md), so both run and the faster one counts.
 // - write, copy: one tile of blockDim * UNROLL vectors per block, as many blocks as tiles: the
 //   blocks retire in order, so the stores advance through memory as one front. One launch is one
 //   pass (n_vec * 16 bytes written; copy counts read + written, 2 * n_vec * 16); the host
@@ -17,7 +17,7 @@
 //   by `shift` vectors a pass, so each SM walks the whole working set, not its own L1 slice.
 // MODE 1 write: v[j] = pattern(j); MODE 2 copy: dst[i] = src[i]; MODE 3 fill: src[i] =
 //   hash(i), the random-looking data every test reads (nothing compressible).
-// Defines: MODE, UNROLL, LAYOUT. n_vec is a multiple of threads * UNROLL.
+// Defines: MODE, UNROLL, LAYOUT (stream); CLOCK (chase). n_vec is a multiple of threads * UNROLL.
 //
 // chase: one thread follows a random single cycle of nodes one cache line apart (256 loads per
 // round); every load depends on the one before. The load is the vector-memory path of an

@@ -1,10 +1,10 @@
 #version 450
 // Memory bandwidth, kernel family "stream" (peakbench/catalog/memory.py): 16-byte accesses,
 // UNROLL in flight per thread, in the layout that measured fastest for each on the H200:
-// - read: one resident wave, PASSES sweeps (bytes per dispatch = passes * n_vec * 16). LAYOUT 0
+// - read: a grid of one wave at full occupancy, PASSES sweeps (bytes per dispatch = passes * n_vec * 16). LAYOUT 0
 //   (chunk): each workgroup sweeps its own contiguous slice of n_vec / workgroups vectors;
-//   LAYOUT 1 (stride): the whole grid strides through the buffer. Which is faster depends on the
-//   page size the driver backs the buffer with, so both run and the faster one counts.
+//   LAYOUT 1 (stride): the whole grid strides through the buffer. Which is faster differed between
+//   boards (PERFORMANCE_ANALYSIS.md), so both run and the faster one counts.
 // - write, copy: one tile of local_size * UNROLL vectors per workgroup, as many workgroups as
 //   tiles, retiring in order, so the stores advance through memory as one front. One dispatch is
 //   one pass (n_vec * 16 bytes written; copy counts read + written); the host repeats dispatches.

@@ -73,7 +73,7 @@ class FakeWorkload:
 
 def fake_info(index: int = 0, name: str = "Fake GPU 9000", kind: str = "gpu") -> DeviceInfo:
     return DeviceInfo(index=index, name=name, vendor_id=0x1234, device_id=0x5678, driver="fake 1.0",
-                      api="1.3.999", uuid="00000000-0000-0000-0000-000000000000", kind=kind, units=4)
+                      api="1.3.999", uuid="5a5a5a5a-0000-0000-0000-000000000001", kind=kind, units=4)
 
 
 class FakeDevice:

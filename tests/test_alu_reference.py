@@ -171,7 +171,7 @@ def test_float_fma_matches_exact_fused_arithmetic(dtype):
                 want = float(exact_fma_chain(Fraction(float(seeds[lane])), b, c, steps, t))
                 if dtype == "fp64":
                     # float64 products round before the add in the reference: within its tolerance
-                    assert float(row[k, lane]) == pytest.approx(want, rel=ref.TOLERANCE["fp64"])
+                    assert float(row[k, lane]) == pytest.approx(want, rel=ref.TOLERANCE["fma", "fp64"])
                 else:
                     assert float(row[k, lane]) == want
 
@@ -256,14 +256,24 @@ def test_compare_is_exact_where_the_reference_is(dtype):
     assert ref.compare("fma", dtype, one_ulp, want) is not None
 
 
-@pytest.mark.parametrize("dtype", ["fp64", "bf16"])
-def test_compare_tolerance(dtype):
-    tol = ref.TOLERANCE[dtype]
+@pytest.mark.parametrize("kernel, dtype", [("fma", "fp64"), ("bf16dot", "bf16")])
+def test_compare_tolerance(kernel, dtype):
+    tol = ref.TOLERANCE[kernel, dtype]
     want = np.array([[1.5], [-3.25], [100.0]], dtype=ref.DTYPES[dtype])
     within = (want.astype(np.float64) * (1 + tol / 4)).astype(ref.DTYPES[dtype])
     beyond = (want.astype(np.float64) * (1 + tol * 4)).astype(ref.DTYPES[dtype])
-    assert ref.compare("fma", dtype, within, want) is None
-    assert ref.compare("fma", dtype, beyond, want) is not None
+    assert ref.compare(kernel, dtype, within, want) is None
+    assert ref.compare(kernel, dtype, beyond, want) is not None
+
+
+def test_a_bfloat16_fma_chain_is_compared_exactly():
+    """One step short of 64 moves a bfloat16 chain by less than 1%: only an exact compare sees it."""
+    inputs = ref.make_inputs("fma", "bf16", 2)
+    ids = np.arange(256)
+    full = ref.reference("fma", "bf16", inputs, 8, 64, ids)
+    short = ref.reference("fma", "bf16", inputs, 8, 63, ids)
+    assert ref.compare("fma", "bf16", full.copy(), full) is None
+    assert ref.compare("fma", "bf16", short, full) is not None
 
 
 def test_compare_rejects_nan_and_accepts_a_flat_buffer():

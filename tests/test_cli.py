@@ -410,3 +410,20 @@ def test_runs_on_different_gpus_are_not_paired(capsys, monkeypatch):
     monkeypatch.setattr(cli, "Settings", TinySettings)
     code, out, _ = cli_main(capsys, "--backend", "vulkan,cuda", "--quick", "--tests", "compute.fp32")
     assert code == 0 and "ratio = column" not in out
+    # A backend that cannot read the UUID reports zeros: that names no GPU, so no pairing either.
+    for device in (backends["vulkan"]._devices[0], other):
+        object.__setattr__(device.info, "uuid", "00000000-0000-0000-0000-000000000000")
+    code, out, _ = cli_main(capsys, "--backend", "vulkan,cuda", "--quick", "--tests", "compute.fp32")
+    assert code == 0 and "ratio = column" not in out
+
+
+def test_a_device_that_fails_to_close_fails_the_run_but_keeps_the_results(capsys, fake, files):
+    def broken_close():
+        raise RuntimeError("an illegal memory access was encountered")
+    fake.devices[0].close = broken_close
+    code, out, err = run_fake(capsys, files, "--tests", "compute.fp32")
+    assert code == 1
+    assert "closing the device failed: RuntimeError: an illegal memory access" in err
+    assert "compute.fp32" in out and "Traceback" not in err
+    assert load_json(files["json"])["runs"][0]["results"][0]["status"] == "ok"
+    assert "compute.fp32" in files["md"].read_text()

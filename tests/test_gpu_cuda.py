@@ -64,7 +64,9 @@ def test_sass_shows_the_native_instruction(runs):
 def test_chase_is_l1_cached_and_levels_are_ordered(runs):
     _, by_backend = runs
     cuda = by_backend["cuda"]
-    assert "ld.global.ca" in cuda["latency.l1"]["evidence"]["path"]
+    mix = cuda["latency.l1"]["evidence"].get("instruction_mix") or {}
+    loads = [op for op in mix if op.startswith("LDG")]
+    assert loads and not any(".CONSTANT" in op for op in loads), f"the chase's loads: {mix}"   # not ld.global.nc
     l1, l2, dram = (cuda[f"latency.{k}"]["value"] for k in ("l1", "l2", "dram"))
     assert l1 < l2 < dram
     assert cuda["latency.l1"]["params"]["cycles"] < 60        # an L1 hit, not an L2 one

@@ -73,6 +73,15 @@ def test_a_plateau_running_past_the_last_cache_is_dram():
     assert named["dram"].first_bytes == 16 * MIB
 
 
+def test_a_far_partition_before_dram_is_not_dram():
+    # 260 ns from 32 to 128 MiB (a far L2 partition, ending before 4x the 50 MiB L2), then DRAM.
+    sizes = [4 * KIB << i for i in range(18)]
+    ns = [20] * 6 + [90] + [150] * 6 + [260] * 3 + [600] * 2
+    caches = {"l1": 256 * KIB, "l2": 50 * MIB}
+    named = name_levels(plateaus(sizes, ns), 1, caches)
+    assert {k: v.latency_ns for k, v in named.items()} == {"l1": 20, "l2": 150, "dram": 600}
+
+
 def test_stream_host_reference():
     mem = sweeps
     # lowbias32 is a bijection: no two indices get the same word, so no compressible runs.

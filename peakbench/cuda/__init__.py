@@ -13,7 +13,7 @@ def create():
     except ImportError:
         raise BackendUnavailable(f"cuda backend: Python package 'cupy' is not installed ({INSTALL})") from None
     except Exception as e:        # a CuPy wheel for another CUDA major fails here, not at ImportError
-        raise BackendUnavailable(f"cuda backend: CuPy cannot load: {e}") from None
+        raise BackendUnavailable(f"cuda backend: CuPy cannot load: {_first_line(e)}") from None
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:
@@ -21,7 +21,10 @@ def create():
     if count == 0:
         raise BackendUnavailable("cuda backend: the NVIDIA driver reports no CUDA device")
     from peakbench.cuda.backend import CudaBackend
-    return CudaBackend(count)
+    try:
+        return CudaBackend(count)
+    except Exception as e:
+        raise BackendUnavailable(f"cuda backend: cannot read the devices' properties ({_first_line(e)})") from None
 
 
 def _first_line(e: Exception) -> str:

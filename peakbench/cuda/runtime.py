@@ -97,10 +97,14 @@ class CudaRuntime:
             return cp.empty(max(1, nbytes), dtype=cp.uint8)
 
     def free(self, buf) -> None:
-        del buf        # CuPy frees when the last reference goes; its pool keeps the block for reuse
+        """Nothing to do here: CuPy frees a buffer when its last reference goes (workloads drop
+        theirs in close()), and close() empties the pool."""
 
     def upload(self, buf, data: bytes) -> None:
-        buf[: len(data)].set(np.frombuffer(data, np.uint8))
+        # On the launch stream, and finished before returning: launches run on a non-blocking
+        # stream, which would not wait for a copy on the default one.
+        buf[: len(data)].set(np.frombuffer(data, np.uint8), stream=self.stream)
+        self.stream.synchronize()
 
     def download(self, buf, nbytes: int | None = None) -> bytes:
         return cp.asnumpy(buf[: nbytes or buf.size]).tobytes()
@@ -139,8 +143,10 @@ class CudaRuntime:
         return self._clock.sm_mhz() if self._clock else None
 
     def close(self) -> None:
-        self.stream.synchronize()
-        self._modules.clear()
-        cp.get_default_memory_pool().free_all_blocks()
-        if self._clock:
-            self._clock.close()
+        try:
+            self.stream.synchronize()      # a kernel fault often shows only here
+        finally:
+            self._modules.clear()
+            cp.get_default_memory_pool().free_all_blocks()
+            if self._clock:
+                self._clock.close()

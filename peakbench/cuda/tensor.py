@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from peakbench.backend import release, release_on_failure
 from peakbench.catalog import TestSpec, Variant
 from peakbench.catalog import matrix as catalog
 from peakbench.catalog import matrix_reference as ref
@@ -231,6 +232,7 @@ def tensor_opcodes(listing: str) -> dict[str, int]:
 class TensorWorkload:
     """One form on one device: the compiled kernel, its buffers, geometry and op count."""
 
+    @release_on_failure
     def __init__(self, test: TestSpec, variant: Variant, rt):
         self.test, self.variant, self.rt, self.name = test, variant, rt, variant.name
         self.form = form = find_form(test, variant.name)
@@ -316,9 +318,7 @@ class TensorWorkload:
         return ref.compare(got, ref.reference(self.inputs, self.variant.unroll))
 
     def close(self) -> None:
-        for buf in (self.ab, self.c0, self.out):
-            self.rt.free(buf)
-        self.ab = self.c0 = self.out = None
+        release(self, self.rt.free, "ab", "c0", "out")
 
 
 def workload(test: TestSpec, variant: Variant, rt) -> TensorWorkload:

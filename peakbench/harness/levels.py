@@ -49,8 +49,8 @@ def name_levels(found: list[Plateau], first_level: int, caches: dict | None = No
     With the device's documented cache sizes (`caches`: level name -> bytes), a plateau belongs to
     the smallest cache that holds its first working set, and to dram past them all; where several
     plateaus fall in one cache (the near and far partitions of NVIDIA's L2, say) the level is the
-    nearest, unless the later one runs on past the last cache's size: then it is dram (on the
-    H200, L1-cached loads of one SM reach DRAM latency from 16 MiB, inside the 50 MiB L2). Without sizes, names run from the nearest plateau out, l<first_level>, l<first+1>,
+    nearest, unless the later one runs on to 4x the last cache's size: then it is dram (a chase
+    can reach DRAM latency before a cache's nominal size). Without sizes, names run from the nearest plateau out, l<first_level>, l<first+1>,
     ..., and the last plateau is dram (a GPU with an L0 data cache, AMD RDNA, starts at 0)."""
     if not found:
         return {}
@@ -59,9 +59,10 @@ def name_levels(found: list[Plateau], first_level: int, caches: dict | None = No
         ordered = sorted((size, name) for name, size in caches.items() if size)
         for p in found:
             level = next((name for size, name in ordered if p.first_bytes <= size), "dram")
-            # A plateau that stays flat from inside the last cache to past its size is DRAM: the
-            # cache stopped serving this access pattern before its nominal size.
-            if p.last_bytes > ordered[-1][0] and level != "dram" and level in names:
+            # A plateau that stays flat from inside the last cache to well past its size (4x) is
+            # DRAM: the cache stopped serving this access pattern before its nominal size. (One
+            # that ends sooner is a far cache partition, with DRAM still to come.)
+            if p.last_bytes >= 4 * ordered[-1][0] and level != "dram" and level in names:
                 level = "dram"
             names.setdefault(level, p)
         return names

@@ -43,7 +43,16 @@ def written(index: np.ndarray) -> np.ndarray:
     return np.stack([j, j ^ np.uint32(0x5BD1E995), ~j, (j * np.uint32(2654435761)).astype(np.uint32)], axis=1)
 
 
+# The stream kernels' contract (shaders/mem_stream.comp and shaders/mem.cu alike): MODE and
+# LAYOUT defines per test and variant, the workgroup size, the buffer and chase sizes.
+MODES = {"read": 0, "write": 1, "copy": 2, "fill": 3}
 LAYOUTS = {"chunk": 0, "stride": 1, "tile": 0}
+STREAM_BLOCK = 256
+STREAM_BYTES = 1 << 30           # past the largest GPU last-level cache (256 MiB) by 4x
+CHASE_MAX = 512 << 20
+# Vectors each sweep pass moves by: three workgroups' width, so in pass p+1 a workgroup reads what
+# another workgroup (on another compute unit) read in pass p.
+SWEEP_SHIFT = 3 * STREAM_BLOCK
 
 
 def check_stream(mode: str, got: np.ndarray, n: int, blocks: int, block: int, layout: str = "chunk") -> str | None:
@@ -121,6 +130,7 @@ class ChaseSweep:
 
     def __init__(self, chaser: Chaser, max_bytes: int, first_level: int, sample_s: float = SWEEP_SAMPLE_S):
         self.chaser, self.first_level = chaser, first_level
+        self.evidence = dict(getattr(chaser, "evidence", {}))     # the chase kernel's instructions
         self.sizes, self.latencies, self.cycles, self.mhz, self.problem = [], [], [], [], None
         rng = np.random.default_rng(12345)
         ws = FIRST_BYTES
@@ -199,7 +209,7 @@ class LatencyWorkload:
         if self.sweep.cycles:    # the kernel's own cycle counter: cycles need no outside clock
             params["cycles"] = median([c for c, inside in zip(self.sweep.cycles, on) if inside])
             mhz = median([m for m, inside in zip(self.sweep.mhz, on) if inside])
-        evidence = {"plateaus": described, "path": self.params["path"],
+        evidence = {**self.sweep.evidence, "plateaus": described, "path": self.params["path"],
                     "levels_named_from": "spec cache sizes" if documented_caches(spec) else "plateau order"}
         dram = levels.get("dram")
         beyond = [p for p in found if dram and p.first_bytes > dram.last_bytes]

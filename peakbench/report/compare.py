@@ -21,7 +21,9 @@ def side_by_side(runs: list[dict], fmt: str = "simple") -> list[tuple[str, str]]
     GPU, a column per backend, ratios against the first backend."""
     groups: dict[str, list[dict]] = {}
     for i, r in enumerate(runs):
-        groups.setdefault(r["device"].get("uuid") or f"run{i}", []).append(r)
+        uuid = r["device"].get("uuid") or ""
+        known = uuid.strip("0-")                  # an all-zero UUID is a backend's "unknown"
+        groups.setdefault(uuid if known else f"run{i}", []).append(r)
     out = []
     for group in groups.values():
         if len({r["backend"] for r in group}) > 1:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from peakbench.backend import Unsupported
+from peakbench.backend import Unsupported, release, release_on_failure
 from peakbench.catalog import TestSpec, Variant
 from peakbench.catalog import matrix as catalog
 from peakbench.catalog import matrix_reference as ref
@@ -88,6 +88,7 @@ def operand_bytes(inputs: ref.MatrixInputs, verify: bool, fp8: str = "ocp") -> b
 class MatrixWorkload:
     """One instruction: a kernel keeping A, B1, B2 and ACC accumulator tiles in registers per wave."""
 
+    @release_on_failure
     def __init__(self, test: TestSpec, variant: Variant, rt):
         self.test, self.variant, self.rt, self.name = test, variant, rt, variant.name
         a, c = _types(test)
@@ -152,8 +153,7 @@ class MatrixWorkload:
         return ref.compare(got, ref.reference(self.inputs, self.variant.unroll))
 
     def close(self) -> None:
-        for b in (self.ab, self.c0, self.out):
-            self.rt.free(b)
+        release(self, self.rt.free, "ab", "c0", "out")
 
 
 def workload(test: TestSpec, variant: Variant, rt) -> MatrixWorkload:

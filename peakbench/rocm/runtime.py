@@ -245,17 +245,23 @@ class HipRuntime:
         return self._clock.gfx_mhz() if self._clock else None
 
     def close(self) -> None:
-        try:
-            self.api.call(self.hip.hipStreamSynchronize, self.stream)
-            for module in self._modules:
-                self.api.call(self.hip.hipModuleUnload, module)
-            self._modules.clear()
-            for event in (self._start, self._end):
-                self.api.call(self.hip.hipEventDestroy, event)
-            self.api.call(self.hip.hipStreamDestroy, self.stream)
-        finally:
-            if self._clock:
-                self._clock.close()
+        """Release everything, each step even when one before it failed; then raise the first
+        error (a kernel fault often shows only at this last synchronize)."""
+        steps = [(self.hip.hipStreamSynchronize, self.stream)]
+        steps += [(self.hip.hipModuleUnload, module) for module in self._modules]
+        steps += [(self.hip.hipEventDestroy, event) for event in (self._start, self._end)]
+        steps += [(self.hip.hipStreamDestroy, self.stream)]
+        self._modules.clear()
+        errors = []
+        for fn, arg in steps:
+            try:
+                self.api.call(fn, arg)
+            except HipError as e:
+                errors.append(e)
+        if self._clock:
+            self._clock.close()
+        if errors:
+            raise errors[0]
 
 
 # -- code-object disassembly (evidence) ----------------------------------------------------------

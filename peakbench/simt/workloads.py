@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from peakbench.backend import Unsupported
+from peakbench.backend import Unsupported, release, release_on_failure
 from peakbench.catalog import TestSpec, Variant
 from peakbench.catalog import alu_reference as ref
 from peakbench.catalog.compute import fma
@@ -20,19 +20,15 @@ from peakbench.simt.listing import instruction_mix as listing_mix
 from peakbench.simt.runtime import Runtime
 
 SHADERS = Path(__file__).resolve().parents[2] / "shaders"
-BLOCK = 256
+BLOCK = sweeps.STREAM_BLOCK
 WAVES = 4                  # the ALU grid fills the device this many times over
 VERIFY_THREADS = 4096      # threads whose output the host recomputes (spread over the grid)
-GPU_BYTES = 1 << 30        # the stream buffer: past the largest last-level cache (256 MiB) by 4x
-CHASE_MAX = 512 << 20
-SWEEP_SHIFT = 3 * BLOCK    # see vulkan/memory.py: each pass moves the working set by 3 blocks
-MODES = {"read": 0, "write": 1, "copy": 2, "fill": 3}
 
 # Per element type: the C type one instruction works on, and the lanes it holds.
 ELEMENTS = {"fp64": ("double", 1), "fp32": ("float", 1), "fp16": ("__half2", 2), "bf16": ("bfloat162", 2),
             "int32": ("int", 1), "int16": ("short", 1), "int8": ("int", 1)}
-# CUDA and HIP have a native packed bfloat16 FMA (HFMA2.BF16, v_pk_fma_bf16 where present), so
-# compute.bf16 runs the fma family there, not Vulkan's bfloat16 dot product.
+# CUDA has a native packed bfloat16 FMA (HFMA2.BF16), so compute.bf16 runs the fma family here,
+# not Vulkan's bfloat16 dot product (the ROCm targets without one say so: rocm/targets.py).
 BF16_VARIANTS = (fma(2, 64), fma(4, 32))
 CHASE_PATH = {"cuda": "ld.global.ca (L1-cached global loads, vector memory), one thread",
               "hip": "global_load with the address in a VGPR (vector memory, not s_load), one lane"}
@@ -65,6 +61,7 @@ def _decode(dtype: str, raw: bytes) -> np.ndarray:
 class AluWorkload:
     """One vector-ALU variant of shaders/alu.cu: its kernel, buffers and op count."""
 
+    @release_on_failure
     def __init__(self, test: TestSpec, variant: Variant, rt: Runtime):
         self.test, self.variant, self.rt, self.name = test, variant, rt, variant.name
         self.kernel_family = kernel_family(test)
@@ -96,7 +93,7 @@ class AluWorkload:
 
     def verify(self) -> str | None:
         """One loop iteration on the full grid, output poisoned first, recomputed on the host
-        (exactly, except float64 and bfloat16 chains: alu_reference.TOLERANCE)."""
+        (exactly, except float64: alu_reference.TOLERANCE)."""
         self.rt.fill(self.out, 0xFF)                 # NaN for floats, -1 for integers
         self.run(1)
         got = _decode(self.test.dtype, self.rt.download(self.out)).reshape(self.threads, *self.out_shape)
@@ -108,8 +105,7 @@ class AluWorkload:
         return ref.compare(self.kernel_family, self.test.dtype, got[ids], want)
 
     def close(self) -> None:
-        self.rt.free(self.inp)
-        self.rt.free(self.out)
+        release(self, self.rt.free, "inp", "out")
 
 
 def machine_code(rt: Runtime, kernel) -> dict:
@@ -121,15 +117,16 @@ def machine_code(rt: Runtime, kernel) -> dict:
 
 
 def working_bytes(rt: Runtime) -> int:
-    return int(min(GPU_BYTES, rt.limits.memory_bytes // 4))
+    return int(min(sweeps.STREAM_BYTES, rt.limits.memory_bytes // 4))
 
 
 class StreamWorkload:
-    """memory.read / write / copy on one large buffer pair of random words. The read is one
-    resident wave looping over the buffer `size` times in the kernel (a second wave would reread
-    its own slice from the L2); write and copy launch one block per tile, `size` times
-    (shaders/mem.cu says why)."""
+    """memory.read / write / copy on one large buffer pair of random words. The read is a grid of
+    one wave at full occupancy looping over the buffer `size` times in the kernel, so a line is
+    reread only after the rest of the buffer went by (vulkan/memory.py says more); write and copy
+    launch one block per tile, `size` times (shaders/mem.cu says why)."""
 
+    @release_on_failure
     def __init__(self, test: TestSpec, variant: Variant, rt: Runtime):
         self.test, self.rt, self.name, self.mode = test, rt, variant.name, test.dtype
         self.layout, self.unroll = variant.name, variant.unroll
@@ -139,15 +136,15 @@ class StreamWorkload:
         self.threads = self.resident * BLOCK
         self.step = self.threads * self.unroll
         self.n_vec = max(self.step, working_bytes(rt) // 16 // self.step * self.step)
-        self.kernel = rt.compile(source("mem.cu"), {"MODE": MODES[self.mode], "UNROLL": self.unroll,
+        self.kernel = rt.compile(source("mem.cu"), {"MODE": sweeps.MODES[self.mode], "UNROLL": self.unroll,
                                                     "LAYOUT": sweeps.LAYOUTS[self.layout]}, "stream")
         self.src = rt.alloc(self.n_vec * 16)
         self.dst = rt.alloc((self.threads if self.mode == "read" else self.n_vec) * 16)
-        fill = rt.compile(source("mem.cu"), {"MODE": MODES["fill"]}, "stream")
+        fill = rt.compile(source("mem.cu"), {"MODE": sweeps.MODES["fill"]}, "stream")
         rt.launch(fill, self.resident, BLOCK, [self.dst, self.src, np.uint32(1), np.uint32(self.n_vec),
                                                np.uint32(0xFFFFFFFF), np.uint32(0)])
-        layout = {"chunk": "one resident wave, a contiguous chunk per block, passes in the kernel",
-                  "stride": "one resident wave striding through the buffer, passes in the kernel",
+        layout = {"chunk": "one wave at full occupancy, a contiguous chunk per block, passes in the kernel",
+                  "stride": "one wave at full occupancy striding through the buffer, passes in the kernel",
                   "tile": "one block per tile of block * unroll vectors, one launch per pass"}[self.layout]
         self.params = {"buffer_bytes": self.n_vec * 16, "block": BLOCK,
                        "blocks": self.resident if self.mode == "read" else self.n_vec // self.tile,
@@ -181,12 +178,11 @@ class StreamWorkload:
         workgroup onto data another one read (a chunk would be reread from its own L1)."""
         if self.layout != "stride":
             return None
-        return sweeps.bandwidth_sweep(lambda passes, n, mask: self.run(passes, n, mask, SWEEP_SHIFT),
+        return sweeps.bandwidth_sweep(lambda passes, n, mask: self.run(passes, n, mask, sweeps.SWEEP_SHIFT),
                                       self.step, self.n_vec * 16)
 
     def close(self) -> None:
-        self.rt.free(self.src)
-        self.rt.free(self.dst)
+        release(self, self.rt.free, "src", "dst")
 
 
 class SimtChaser:
@@ -197,6 +193,7 @@ class SimtChaser:
         self.rt = rt
         self.clocked = rt.dialect == "cuda"      # clock64() is the SM's cycle counter on NVIDIA
         self.kernel = rt.compile(source("mem.cu"), {"CLOCK": int(self.clocked)}, "chase")
+        self.evidence = machine_code(rt, self.kernel)
         self.out = rt.alloc(32)
         self.buf = None
 
@@ -221,7 +218,7 @@ class SimtChaser:
 
 
 def chase_sweep(rt: Runtime, sample_s: float = sweeps.SWEEP_SAMPLE_S) -> sweeps.ChaseSweep:
-    return sweeps.ChaseSweep(SimtChaser(rt), min(CHASE_MAX, working_bytes(rt)), sweeps.first_level(rt.info), sample_s)
+    return sweeps.ChaseSweep(SimtChaser(rt), min(sweeps.CHASE_MAX, working_bytes(rt)), sweeps.first_level(rt.info), sample_s)
 
 
 class LaunchWorkload:

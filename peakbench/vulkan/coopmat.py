@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from peakbench.backend import release, release_on_failure
 from peakbench.catalog import TestSpec, Variant
 from peakbench.catalog import matrix as catalog
 from peakbench.catalog import matrix_reference as ref
@@ -200,6 +201,7 @@ def module(a: str, c: str, m: int, n: int, k: int, accumulators: int, workgroup:
 class MatrixWorkload:
     """One shape: a pipeline holding A, B and the accumulators in registers, and its op count."""
 
+    @release_on_failure
     def __init__(self, test: TestSpec, variant: Variant, dev):
         self.test, self.variant, self.dev, self.name = test, variant, dev, variant.name
         a, c = _types(test)
@@ -249,8 +251,7 @@ class MatrixWorkload:
         return ref.compare(got, ref.reference(self.inputs, self.variant.unroll))
 
     def close(self) -> None:
-        for b in (self.ab, self.c0, self.out):
-            self.dev.free(b)
-        self.dev.destroy(self.pipeline)
+        release(self, self.dev.free, "ab", "c0", "out")
+        release(self, self.dev.destroy, "pipeline")
 
 

@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from peakbench.backend import release, release_on_failure
 from peakbench.catalog import TestSpec, Variant
 from peakbench.harness import sweeps
 from peakbench.harness.runner import VariantResult
 from peakbench.vulkan.shaders import compile_shader
 
-LOCAL = 256
-MODES = {"read": 0, "write": 1, "copy": 2, "fill": 3}
+LOCAL = sweeps.STREAM_BLOCK
 CPU_BYTES = 64 << 20             # lavapipe: past a CI machine's caches, inside a few hundred MiB
-GPU_BYTES = 1 << 30              # past the largest GPU last-level cache (256 MiB) by 4x
-CHASE_MAX = 512 << 20
-# Vectors each sweep pass moves by: three workgroups' width, so in pass p+1 a workgroup reads what
-# another workgroup (on another compute unit) read in pass p. Its own L1 cannot serve it unless the
-# whole working set fits, and the L2 sees each line again only one full pass later.
-SWEEP_SHIFT = 3 * LOCAL
 # llvmpipe ends a shader's loops after about 65535 iterations in one dispatch (inner and outer
 # counted together; seen: 255 rounds of 256 fail, 250 pass), so a CPU device gets at most 128.
 CPU_ROUNDS = 128
@@ -29,17 +23,19 @@ def working_bytes(dev) -> int:
     limit = dev.caps.max_storage_buffer_range
     if dev.info.kind == "cpu":
         return min(CPU_BYTES, limit)
-    return int(min(GPU_BYTES, dev.memory_budget() // 4, limit))
+    return int(min(sweeps.STREAM_BYTES, dev.memory_budget() // 4, limit))
 
 
 class StreamWorkload:
     """memory.read / write / copy on one large buffer pair, filled with random-looking data.
 
-    The read is one resident wave looping over the buffer `size` times inside the shader (every
-    workgroup must be resident, for a line's reuse distance to be the whole buffer: a second wave
-    would reread its own slice from the L2). Write and copy launch one workgroup per tile and
-    repeat the dispatch `size` times (mem_stream.comp says why)."""
+    The read is a grid of one wave at full occupancy (units x resident threads per unit) looping
+    over the buffer `size` times inside the shader: a line is reread only after the rest of the
+    buffer went by, so the L2 cannot serve it. (Where registers let fewer workgroups be resident,
+    the rest run after them and each still rereads its data a whole chunk later.) Write and copy
+    launch one workgroup per tile and repeat the dispatch `size` times (mem_stream.comp says why)."""
 
+    @release_on_failure
     def __init__(self, test: TestSpec, variant: Variant, dev):
         self.test, self.dev, self.name = test, dev, variant.name
         self.mode = test.dtype
@@ -50,7 +46,7 @@ class StreamWorkload:
         self.step = self.threads * self.unroll
         most = dev.caps.max_workgroups * self.tile            # one workgroup per tile
         self.n_vec = max(self.step, min(working_bytes(dev) // 16, most) // self.step * self.step)
-        settings = {"MODE": MODES[self.mode], "UNROLL": self.unroll, "LAYOUT": sweeps.LAYOUTS[self.layout]}
+        settings = {"MODE": sweeps.MODES[self.mode], "UNROLL": self.unroll, "LAYOUT": sweeps.LAYOUTS[self.layout]}
         self.pipeline = dev.pipeline(compile_shader("mem_stream.comp", settings),
                                      bindings=2, local_size=LOCAL, push_bytes=16, label=test.name)
         self.src = dev.buffer(self.n_vec * 16)
@@ -62,8 +58,8 @@ class StreamWorkload:
         dev.dispatch(fill, self.resident, [1, self.n_vec, 0xFFFFFFFF, 0])
         dev.destroy(fill)
         dev.bind(self.pipeline, [self.src, self.dst])
-        layout = {"chunk": "one resident wave, a contiguous chunk per workgroup, passes in the shader",
-                  "stride": "one resident wave striding through the buffer, passes in the shader",
+        layout = {"chunk": "one wave at full occupancy, a contiguous chunk per workgroup, passes in the shader",
+                  "stride": "one wave at full occupancy striding through the buffer, passes in the shader",
                   "tile": "one workgroup per tile of workgroup_size * unroll vectors, one dispatch per pass"}[self.layout]
         self.params = {"buffer_bytes": self.n_vec * 16, "workgroup_size": LOCAL,
                        "workgroups": self.resident if self.mode == "read" else self.n_vec // self.tile,
@@ -95,13 +91,12 @@ class StreamWorkload:
         return self.sweep(sweeps.SWEEP_SAMPLE_S) if self.layout == "stride" else None
 
     def sweep(self, sample_s: float) -> dict:
-        return sweeps.bandwidth_sweep(lambda passes, n, mask: self.run(passes, n, mask, SWEEP_SHIFT),
+        return sweeps.bandwidth_sweep(lambda passes, n, mask: self.run(passes, n, mask, sweeps.SWEEP_SHIFT),
                                       self.step, self.n_vec * 16, sample_s)
 
     def close(self) -> None:
-        self.dev.free(self.src)
-        self.dev.free(self.dst)
-        self.dev.destroy(self.pipeline)
+        release(self, self.dev.free, "src", "dst")
+        release(self, self.dev.destroy, "pipeline")
 
 
 class VulkanChaser:
@@ -140,7 +135,7 @@ class VulkanChaser:
 
 def chase_sweep(dev, sample_s: float = sweeps.SWEEP_SAMPLE_S) -> sweeps.ChaseSweep:
     """The latency sweep of a device, 4 KiB up to CHASE_MAX (or the stream buffer's size)."""
-    return sweeps.ChaseSweep(VulkanChaser(dev), min(CHASE_MAX, working_bytes(dev)),
+    return sweeps.ChaseSweep(VulkanChaser(dev), min(sweeps.CHASE_MAX, working_bytes(dev)),
                              sweeps.first_level(dev.info), sample_s)
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from peakbench.backend import Unsupported
+from peakbench.backend import Unsupported, release, release_on_failure
 from peakbench.catalog import TestSpec, Variant
 from peakbench.catalog import alu_reference as ref
 from peakbench.harness import sweeps
@@ -75,6 +75,7 @@ def kernel_source(test: TestSpec, v: Variant) -> tuple[str, dict]:
 class AluWorkload:
     """One vector-ALU variant: a pipeline, its input and output buffers, and its op count."""
 
+    @release_on_failure
     def __init__(self, test: TestSpec, variant: Variant, dev):
         self.test, self.variant, self.dev = test, variant, dev
         self.name = variant.name
@@ -108,7 +109,7 @@ class AluWorkload:
 
     def verify(self) -> str | None:
         """One loop iteration on the full grid, output poisoned first, recomputed on the host
-        (exactly, except float64 and bfloat16: alu_reference.TOLERANCE)."""
+        (exactly, except the float64 FMA and the bfloat16 dot product: alu_reference.TOLERANCE)."""
         self.dev.fill(self.out, 0xFFFFFFFF)      # NaN for floats, -1 for integers
         self.run(1)
         got = np.frombuffer(self.dev.download(self.out), dtype=self.out_dtype)
@@ -121,9 +122,8 @@ class AluWorkload:
         return ref.compare(self.test.kernel, self.test.dtype, got[ids], want)
 
     def close(self) -> None:
-        self.dev.free(self.inp)
-        self.dev.free(self.out)
-        self.dev.destroy(self.pipeline)
+        release(self, self.dev.free, "inp", "out")
+        release(self, self.dev.destroy, "pipeline")
 
 
 def variants(test: TestSpec, dev) -> tuple[Variant, ...]:
