@@ -3,10 +3,12 @@ the errors a user sees without CuPy."""
 from __future__ import annotations
 
 import struct
+import sys
 from types import SimpleNamespace
 
 import pytest
 
+from peakbench.backend import BackendUnavailable
 from peakbench.catalog import default_catalog
 from peakbench.cuda import capabilities, sass
 from peakbench.simt import listing
@@ -100,3 +102,43 @@ def test_pci_bus_ids_match_across_cuda_and_nvml_spellings():
     assert identity.bus_key("0000:1a:00.0") != identity.bus_key("0000:19:00.0")
     assert identity.uuid_text(b"\xd1\xaa\xfa\xa0_\x95d\xe3\x8d\x9fMD\xb9{\x1f\x9c") == "d1aafaa0-5f95-64e3-8d9f-4d44b97b1f9c"
     assert identity.uuid_text(b"\x53\x1b") == "531b0000-0000-0000-0000-000000000000"     # cut at a zero byte
+
+
+def fake_cupy(monkeypatch, count=None, error=None):
+    """A stand-in `cupy` whose runtime reports `count` devices or raises `error`."""
+    import types
+
+    def get_count():
+        if error:
+            raise error
+        return count
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=get_count))
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+
+
+@pytest.mark.parametrize("count, error, message", [
+    (None, RuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient\nmore"),
+     "cuda backend: no usable NVIDIA driver or GPU (cudaErrorInsufficientDriver: CUDA driver version is insufficient)"),
+    (0, None, "cuda backend: the NVIDIA driver reports no CUDA device")])
+def test_no_driver_or_no_gpu_is_one_line(monkeypatch, count, error, message):
+    import peakbench.cuda
+    fake_cupy(monkeypatch, count, error)
+    with pytest.raises(BackendUnavailable) as e:
+        peakbench.cuda.create()
+    assert str(e.value) == message
+
+
+def test_a_device_whose_properties_cannot_be_read_is_unavailable(monkeypatch):
+    import types
+
+    import peakbench.cuda
+    fake_cupy(monkeypatch, count=1)
+    broken = types.ModuleType("peakbench.cuda.backend")
+
+    def backend(count):
+        raise RuntimeError("cudaErrorDevicesUnavailable: all CUDA-capable devices are busy\nstack")
+    broken.CudaBackend = backend
+    monkeypatch.setitem(sys.modules, "peakbench.cuda.backend", broken)
+    with pytest.raises(BackendUnavailable, match=r"cannot read the devices' properties \(cudaErrorDevicesUnavailable: all CUDA-capable devices are busy\)$"):
+        peakbench.cuda.create()
