@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 SEEDS = 256
+VERIFY_THREADS = 4096      # threads whose output the host recomputes (spread over the grid)
 
 DTYPES = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16,
           "int32": np.int32, "int16": np.int16, "int8": np.int32, "bf16": np.float32}
@@ -136,3 +137,14 @@ def compare(kernel: str, dtype: str, got: np.ndarray, want: np.ndarray) -> str |
     idx = np.argwhere(bad)[0]
     return (f"{int(bad.sum())} of {bad.size} values differ from the host reference "
             f"(first at {tuple(int(i) for i in idx)}: got {got[tuple(idx)]!r}, want {want[tuple(idx)]!r})")
+
+
+def check(kernel: str, dtype: str, inputs: AluInputs, accumulators: int, steps: int, got: np.ndarray) -> str | None:
+    """A kernel's whole output (threads x accumulators x width, poisoned with NaN or -1 before the
+    launch): every thread wrote, and up to VERIFY_THREADS of them, spread over the grid, match the
+    host reference."""
+    threads = got.shape[0]
+    if got.dtype.kind == "f" and np.isnan(got).any():
+        return f"{int(np.isnan(got).any(axis=(1, 2)).sum())} of {threads} threads wrote no result"
+    ids = np.unique(np.linspace(0, threads - 1, min(VERIFY_THREADS, threads)).astype(np.int64))
+    return compare(kernel, dtype, got[ids], reference(kernel, dtype, inputs, accumulators, steps, ids))
