@@ -3,18 +3,20 @@
 //
 // stream: 16-byte accesses, UNROLL in flight per thread, in the layout that measured fastest
 // for each on the H200 (PERFORMANCE_ANALYSIS.md):
-// - read: a grid of one wave at full occupancy, `passes` sweeps (bytes per launch = passes * n_vec * 16). LAYOUT 0
-//   (chunk): each block sweeps its own contiguous slice of n_vec / blocks vectors; LAYOUT 1
-//   (stride): the whole grid strides through the buffer. Which is faster differed between boards
-//   (PERFORMANCE_ANALYSIS.md), so both run and the faster one counts.
+// - read: a grid small enough to be resident at once (two blocks per SM/CU, so nothing runs in
+//   a later wave), `passes` sweeps (bytes per launch = passes * n_vec * 16). LAYOUT 0 (chunk):
+//   block b reads slice b + pass * shift of n_vec / blocks vectors, its index wrapped at `mask`;
+//   LAYOUT 1 (stride): the whole grid strides through the buffer. Which is faster differed
+//   between boards (PERFORMANCE_ANALYSIS.md), so both run and the faster one counts.
 // - write, copy: one tile of blockDim * UNROLL vectors per block, as many blocks as tiles: the
 //   blocks retire in order, so the stores advance through memory as one front. One launch is one
 //   pass (n_vec * 16 bytes written; copy counts read + written, 2 * n_vec * 16); the host
 //   repeats launches (a pass loop inside the kernel would rewrite lines still in the L2).
 // MODE 0 read: every lane of every vector is summed (a sum of only .x would let the compiler
-//   narrow the 16-byte loads) and each thread stores its sum, which the host checks. Indices wrap
-//   at `mask` (all ones for the stream; working set - 1 in vectors for the cache sweep) and move
-//   by `shift` vectors a pass, so each SM walks the whole working set, not its own L1 slice.
+//   narrow the 16-byte loads) and each thread stores its sum, which the host checks. The stream
+//   runs the chunk with shift 0 and mask all ones; the cache sweep with mask = working set - 1
+//   and shift 1, so a block never rereads its own L1 and every line comes back one working set
+//   of traffic later (mem_stream.comp says more).
 // MODE 1 write: v[j] = pattern(j); MODE 2 copy: dst[i] = src[i]; MODE 3 fill: src[i] =
 //   hash(i), the random-looking data every test reads (nothing compressible).
 // Defines: MODE, UNROLL, LAYOUT (stream); CLOCK (chase). n_vec is a multiple of threads * UNROLL.
@@ -60,21 +62,30 @@ extern "C" __global__ void stream(const uint4* __restrict__ src, uint4* __restri
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n_vec; i += gridDim.x * blockDim.x)
         dst[i] = make_uint4(hash(4 * i), hash(4 * i + 1), hash(4 * i + 2), hash(4 * i + 3));
 #elif MODE == 0
-#if LAYOUT == 0
-    const unsigned span = n_vec / gridDim.x, base = blockIdx.x * span + threadIdx.x, lane = blockDim.x;
-#else
-    const unsigned span = n_vec, base = blockIdx.x * blockDim.x + threadIdx.x, lane = gridDim.x * blockDim.x;
-#endif
     uint4 acc[UNROLL];
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) acc[u] = make_uint4(0, 0, 0, 0);
-    for (unsigned pass = 0; pass < passes; pass++)
+#if LAYOUT == 0
+    const unsigned span = n_vec / gridDim.x, lane = blockDim.x;
+    for (unsigned pass = 0; pass < passes; pass++) {
+        const unsigned base = (blockIdx.x + pass * shift) * span + threadIdx.x;
         for (unsigned i = 0; i < span; i += lane * UNROLL)
 #pragma unroll
             for (int u = 0; u < UNROLL; u++) {
-                uint4 v = src[(base + i + u * lane + pass * shift) & mask];
+                uint4 v = src[(base + i + u * lane) & mask];
                 acc[u].x += v.x; acc[u].y += v.y; acc[u].z += v.z; acc[u].w += v.w;
             }
+    }
+#else
+    const unsigned base = blockIdx.x * blockDim.x + threadIdx.x, lane = gridDim.x * blockDim.x;
+    for (unsigned pass = 0; pass < passes; pass++)
+        for (unsigned i = 0; i < n_vec; i += lane * UNROLL)
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) {
+                uint4 v = src[base + i + u * lane];
+                acc[u].x += v.x; acc[u].y += v.y; acc[u].z += v.z; acc[u].w += v.w;
+            }
+#endif
     uint4 sum = acc[0];
 #pragma unroll
     for (int u = 1; u < UNROLL; u++) { sum.x += acc[u].x; sum.y += acc[u].y; sum.z += acc[u].z; sum.w += acc[u].w; }

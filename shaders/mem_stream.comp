@@ -1,10 +1,12 @@
 #version 450
 // Memory bandwidth, kernel family "stream" (peakbench/catalog/memory.py): 16-byte accesses,
 // UNROLL in flight per thread, in the layout that measured fastest for each on the H200:
-// - read: a grid of one wave at full occupancy, PASSES sweeps (bytes per dispatch = passes * n_vec * 16). LAYOUT 0
-//   (chunk): each workgroup sweeps its own contiguous slice of n_vec / workgroups vectors;
-//   LAYOUT 1 (stride): the whole grid strides through the buffer. Which is faster differed between
-//   boards (PERFORMANCE_ANALYSIS.md), so both run and the faster one counts.
+// - read: a grid small enough to be resident at once (two workgroups per compute unit, so
+//   nothing runs in a later wave), PASSES sweeps (bytes per dispatch = passes * n_vec * 16).
+//   LAYOUT 0 (chunk): workgroup g reads slice g + pass * shift of n_vec / workgroups vectors,
+//   its index wrapped at `mask`; LAYOUT 1 (stride): the whole grid strides through the buffer.
+//   Which is faster differed between boards (PERFORMANCE_ANALYSIS.md), so both run and the
+//   faster one counts.
 // - write, copy: one tile of local_size * UNROLL vectors per workgroup, as many workgroups as
 //   tiles, retiring in order, so the stores advance through memory as one front. One dispatch is
 //   one pass (n_vec * 16 bytes written; copy counts read + written); the host repeats dispatches.
@@ -12,10 +14,10 @@
 //   narrow the 16-byte loads) and each thread stores its sum, which the host checks.
 // MODE 1 write: v[i] = pattern(i); MODE 2 copy: dst[i] = src[i]; MODE 3 fill: src[i] =
 // hash(i), the random-looking data every test reads (no compressible zeros).
-// The read wraps its index with `mask` (all ones for a plain stream; working set - 1 in vectors
-// for the cache sweep, so every thread of a full grid reads inside one small working set) and
-// moves by `shift` vectors each pass (0 for the stream), so over the passes each compute unit
-// walks the whole working set instead of rereading its own slice from its L1.
+// The stream runs the chunk with shift 0 and mask all ones: each workgroup rereads its own
+// slice, a whole buffer of traffic later. The cache sweep (harness/sweeps.py) runs it with mask =
+// working set - 1 and shift 1: each pass a workgroup moves to the next slice, so it never rereads
+// its own L1 and every line comes back one working set of traffic later, whatever the size.
 // Defines: MODE, UNROLL, LAYOUT. n_vec is a multiple of threads * UNROLL.
 #extension GL_EXT_control_flow_attributes : require
 
@@ -36,18 +38,23 @@ void main() {
     for (uint i = tid; i < push.n_vec; i += threads)
         dst[i] = uvec4(hash(4 * i), hash(4 * i + 1), hash(4 * i + 2), hash(4 * i + 3));
 #elif MODE == 0
-#if LAYOUT == 0
-    uint span = push.n_vec / gl_NumWorkGroups.x, lane = gl_WorkGroupSize.x;
-    uint base = gl_WorkGroupID.x * span + gl_LocalInvocationID.x;
-#else
-    uint span = push.n_vec, lane = gl_NumWorkGroups.x * gl_WorkGroupSize.x, base = tid;
-#endif
     uvec4 acc[UNROLL];
     [[unroll]] for (uint u = 0; u < UNROLL; u++) acc[u] = uvec4(0);
-    for (uint pass = 0; pass < push.passes; pass++)
+#if LAYOUT == 0
+    uint span = push.n_vec / gl_NumWorkGroups.x, lane = gl_WorkGroupSize.x;
+    for (uint pass = 0; pass < push.passes; pass++) {
+        uint base = (gl_WorkGroupID.x + pass * push.shift) * span + gl_LocalInvocationID.x;
         for (uint i = 0; i < span; i += lane * UNROLL)
             [[unroll]] for (uint u = 0; u < UNROLL; u++)
-                acc[u] += src[(base + i + u * lane + pass * push.shift) & push.mask];
+                acc[u] += src[(base + i + u * lane) & push.mask];
+    }
+#else
+    uint lane = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint pass = 0; pass < push.passes; pass++)
+        for (uint i = 0; i < push.n_vec; i += lane * UNROLL)
+            [[unroll]] for (uint u = 0; u < UNROLL; u++)
+                acc[u] += src[tid + i + u * lane];
+#endif
     uvec4 sum = acc[0];
     [[unroll]] for (uint u = 1; u < UNROLL; u++) sum += acc[u];
     dst[tid] = sum;

@@ -1,7 +1,8 @@
 """On a real NVIDIA GPU (the H200), through CUDA and Vulkan at once: every vector-ALU, memory and
 latency test verified; the FMA peaks at 95% of the rate the measured clock allows; the SASS shows
-the native instruction of each ALU test; the chase runs L1-cached loads and finds L1, L2 and DRAM;
-both backends appear side by side. Run on the GPU machine with `pytest --gpu tests/test_gpu_cuda.py`."""
+the native instruction of each ALU test; the chase runs L1-cached loads and finds L1, L2 and DRAM,
+with the L2 plateau spanning the L2; the read sweep shows L1 > L2 > DRAM and nothing above DRAM past
+the L2; both backends appear side by side. Run on the GPU machine with `pytest --gpu tests/test_gpu_cuda.py`."""
 from __future__ import annotations
 
 import pytest
@@ -75,3 +76,22 @@ def test_chase_is_l1_cached_and_levels_are_ordered(runs):
 def test_side_by_side_table(runs):
     p, _ = runs
     assert "cuda vs vulkan (ratio = column / cuda)" in p.stdout
+
+
+def test_the_read_sweep_shows_each_level_and_never_beats_dram_past_the_l2(runs):
+    _, by_backend = runs
+    for backend, results in by_backend.items():
+        read = results["memory.read"]
+        rate = dict(zip(read["series"]["working_set_bytes"], read["series"]["GB/s"]))
+        past_l2 = [gbs for ws, gbs in rate.items() if ws >= 256 << 20]     # 4x the 60 MiB L2
+        assert past_l2 and max(past_l2) < 1.1 * read["value"], f"{backend}: {rate}"
+        assert rate[64 << 10] > rate[8 << 20] > 1.5 * read["value"], f"{backend}: L1 > L2 > DRAM: {rate}"
+
+
+def test_the_l2_latency_plateau_spans_the_l2(runs):
+    _, by_backend = runs
+    for backend, results in by_backend.items():
+        first, last = results["latency.l2"]["params"]["working_sets_bytes"]
+        assert last >= 32 << 20, f"{backend}: the L2 plateau ends at {last >> 20} MiB"
+    l2 = [results["latency.l2"]["value"] for results in by_backend.values()]
+    assert max(l2) < 1.2 * min(l2), f"the backends disagree on the L2 latency: {l2}"

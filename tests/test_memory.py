@@ -111,6 +111,73 @@ def test_stream_check_names_the_first_wrong_word():
     assert sweeps.check_stream("read", (sums % (1 << 32)).astype(np.uint32), n, blocks, block, "stride") is not None
 
 
+def test_read_sums_follow_the_rotating_slices():
+    # 2 blocks of 2 threads, 8 vectors: slices of 4. Pass 0: block b reads slice b; pass 1 (shift 1,
+    # wrapped at 8 vectors): block 0 reads slice 1, block 1 slice 2 = slice 0.
+    v = sweeps.filled(8).astype(np.uint64)
+    want = [v[b * 4 + x] + v[b * 4 + x + 2] + v[(1 - b) * 4 + x] + v[(1 - b) * 4 + x + 2]
+            for b in range(2) for x in range(2)]
+    got = sweeps.read_sums(8, 2, 2, passes=2, shift=1, mask=7)
+    assert (got == np.array(want) % (1 << 32)).all()
+    assert (sweeps.read_sums(8, 2, 2, passes=2, shift=0, mask=7) != got).any()
+
+
+def test_sweep_slices_never_share_a_pass_once_the_working_set_is_large():
+    blocks, tile = 264, 4096                         # the H200: 132 SMs x 2, 256 threads x 16
+    for ws in (4 * KIB, 64 * KIB, MIB, 16 * MIB, 64 * MIB, 512 * MIB):
+        span = sweeps.sweep_span(ws, blocks, tile)
+        assert span % tile == 0 and span & (span - 1) == 0
+        if ws // 16 >= blocks * tile:                # each workgroup its own slice, half the set or more
+            assert ws // 32 < blocks * span <= ws // 16
+        else:                                        # small sets: one tile each, read several times
+            assert span == tile
+
+
+def test_the_bandwidth_sweep_counts_what_its_launches_read():
+    calls = []
+
+    def run(passes, n, mask):
+        calls.append((passes, n, mask))
+        return passes * n * 16 / 1e12                # 1 TB/s whatever the size
+    s = sweeps.bandwidth_sweep(run, blocks=4, tile=64, max_bytes=MIB, sample_s=1e-6)
+    assert s["working_set_bytes"] == [4 * KIB << i for i in range(9)]
+    assert s["GB/s"] == pytest.approx([1000.0] * 9)
+    assert {mask + 1 for _, _, mask in calls} == {ws // 16 for ws in s["working_set_bytes"]}
+    assert all(n % (4 * 64) == 0 for _, n, _ in calls)
+
+
+class CachedChaser:
+    """A chase over a cache as big as every chain: a line's first touch costs 10 ns, a revisit 1 ns."""
+    clocked, max_rounds = False, 4
+
+    def load(self, nxt):
+        order, i = [], 0
+        while not order or i != 0:
+            order.append(i)
+            i = int(nxt[i])
+        self.order, self.index = np.array(order), {v: k for k, v in enumerate(order)}
+        self.touched, self.end = np.zeros(len(order), bool), 0
+
+    def launch(self, rounds, start):
+        at = (self.index[start] + np.arange(rounds * sweeps.ROUND)) % len(self.order)
+        first = len(np.unique(at[~self.touched[at]]))
+        self.touched[at] = True
+        self.end = int(self.order[(at[-1] + 1) % len(self.order)])
+        return (first * 10 + (len(at) - first)) * 1e-9
+
+    def readout(self):
+        return self.end, None
+
+    def release(self):
+        pass
+
+
+def test_the_chase_is_timed_only_after_a_whole_walk_of_the_cycle():
+    sweep = sweeps.ChaseSweep(CachedChaser(), 256 * KIB, first_level=1, sample_s=1e-6)
+    assert sweep.problem is None
+    assert sweep.latencies == pytest.approx([1.0] * len(sweep.sizes))   # no first touch was timed
+
+
 def test_chase_chain_is_one_cycle_through_every_line():
     order, nxt = sweeps.chase_chain(64 * sweeps.LINE, np.random.default_rng(1))
     stride, i, seen = sweeps.LINE // 4, 0, set()
@@ -136,6 +203,24 @@ def test_stream_kernels_verify_and_a_planted_fault_is_caught(vulkan_device, test
         if test.dtype != "write":       # read and copy check the filled data: spoil it
             vulkan_device.fill(w.src, 0x01010101)
             assert "differ from the host reference" in (w.verify() or "")
+    finally:
+        w.close()
+
+
+def test_the_sweep_kernel_reads_the_rotating_slices_the_host_expects(vulkan_device):
+    test = CATALOG.get("memory.read")
+    chunk = next(v for v in test.variants if v.name == "chunk")
+    w = vulkan_device.prepare(test, chunk)
+    try:
+        ws = 1 << (w.n_vec.bit_length() - 2)             # a working set below the buffer
+        n = w.resident * sweeps.sweep_span(ws * 16, w.resident, w.tile)
+        vulkan_device.fill(w.dst, 0xFFFFFFFF)
+        w.run(3, n, ws - 1, sweeps.SWEEP_SHIFT)
+        got = np.frombuffer(vulkan_device.download(w.dst, w.threads * 16), np.uint32)
+        assert sweeps.check_stream("read", got, n, w.resident, w.params["workgroup_size"], "chunk",
+                                   passes=3, shift=sweeps.SWEEP_SHIFT, mask=ws - 1) is None
+        assert sweeps.check_stream("read", got, n, w.resident, w.params["workgroup_size"], "chunk",
+                                   passes=3, shift=0, mask=ws - 1) is not None
     finally:
         w.close()
 

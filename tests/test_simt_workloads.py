@@ -67,12 +67,13 @@ def stream_player(bug: str = ""):
         elif mode == 0:
             chunk = layout == 0 and bug != "layout"
             span, lane = (n // blocks, block) if chunk else (n, blocks * block)
-            base = (tid // block) * span + tid % block if chunk else tid
             acc = np.zeros((len(tid), 4), np.uint64)
             for p in range(passes):
+                # chunk: block b's slice b + p * shift, wrapped at mask; stride: the whole grid
+                base = ((tid // block + p * shift) * span + tid % block) & 0xFFFFFFFF if chunk else tid
                 for i in range(0, span - (lane * unroll if bug == "short" else 0), lane * unroll):
                     for u in range(unroll):
-                        acc += src[(base + i + u * lane + p * shift) & mask]
+                        acc += src[(base + i + u * lane) & (mask if chunk else 0xFFFFFFFF)]
             dst[:len(tid)] = (acc % (1 << 32)).astype(np.uint32)
         else:
             j = ((tid // block) * block * unroll + tid % block)[:, None] + np.arange(unroll) * block
@@ -98,8 +99,8 @@ def test_streams_verify_and_count_their_bytes(rt, test, layout):
         runs = rt.fake.launches[launches:]
         if layout == "tile":          # one launch per pass, one block per tile
             assert len(runs) == 3 and runs[0]["grid"][0] == w.n_vec // (256 * variant.unroll)
-        else:                         # one resident wave, the passes inside
-            assert len(runs) == 1 and runs[0]["grid"][0] == 2 and fake_hip.scalar(args(runs[0])[2]) == 3
+        else:                         # a resident grid (2 blocks per CU), the passes inside
+            assert len(runs) == 1 and runs[0]["grid"][0] == 4 and fake_hip.scalar(args(runs[0])[2]) == 3
         assert w.work(3) == 3 * 16 * MIB * (2 if test == "memory.copy" else 1)
     finally:
         w.close()

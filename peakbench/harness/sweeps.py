@@ -50,22 +50,41 @@ LAYOUTS = {"chunk": 0, "stride": 1, "tile": 0}
 STREAM_BLOCK = 256
 STREAM_BYTES = 1 << 30           # past the largest GPU last-level cache (256 MiB) by 4x
 CHASE_MAX = 512 << 20
-# Vectors each sweep pass moves by: three workgroups' width, so in pass p+1 a workgroup reads what
-# another workgroup (on another compute unit) read in pass p.
-SWEEP_SHIFT = 3 * STREAM_BLOCK
+# The read grid: two workgroups per compute unit. The read kernels need up to 128 registers a
+# thread (94 on sm_90), so two of 256 threads fit on any NVIDIA SM or AMD CU: the whole grid is
+# resident at once. A larger grid runs in waves, and each wave rereads a fraction of the buffer
+# that can fit in the L2 (the H200's sweep showed 12-14 TB/s at 64-256 MiB that way).
+READ_BLOCKS_PER_UNIT = 2
+# Slices the cache sweep moves each workgroup by per pass (the chunk layout's `shift`).
+SWEEP_SHIFT = 1
+# The chase walks the whole cycle once untimed (up to this many loads) before it is timed, so
+# every timed load revisits a line one working set ago rather than touching it first.
+WARM_LOADS = 1 << 20
 
 
-def check_stream(mode: str, got: np.ndarray, n: int, blocks: int, block: int, layout: str = "chunk") -> str | None:
-    """A verification pass of `n` vectors against the host. Read, chunk layout: thread x of block b
-    sums the vectors b*chunk + x + j*block of its block's chunk (chunk = n / blocks); stride
-    layout: thread t sums vectors t + j*threads."""
-    src = filled(n).astype(np.uint64)
-    if mode == "read" and layout == "chunk":
-        want = (src.reshape(blocks, -1, block, 4).sum(axis=1) % (1 << 32)).reshape(blocks * block, 4)
-    elif mode == "read":
-        want = src.reshape(-1, blocks * block, 4).sum(axis=0) % (1 << 32)
+def read_sums(n: int, blocks: int, block: int, layout: str = "chunk", passes: int = 1, shift: int = 0,
+              mask: int = 0xFFFFFFFF) -> np.ndarray:
+    """What each thread of a read kernel stores, (threads, 4) uint32. Chunk layout: in pass p,
+    thread x of block b sums the vectors ((b + p*shift)*span + x + j*block) & mask of its slice
+    (span = n / blocks); stride layout: thread t sums vectors t + j*threads, every pass."""
+    src = filled(min(n, mask + 1) if layout == "chunk" else n).astype(np.uint64)
+    if layout == "stride":
+        return (passes * src.reshape(-1, blocks * block, 4).sum(axis=0) % (1 << 32)).astype(np.uint32)
+    span, total = n // blocks, np.zeros((blocks, block, 4), np.uint64)
+    for p in range(passes):
+        starts = (np.arange(blocks, dtype=np.uint64) + p * shift) * span % (1 << 32)
+        index = (starts[:, None] + np.arange(span, dtype=np.uint64)) & mask
+        total += src[index].reshape(blocks, -1, block, 4).sum(axis=1)
+    return (total % (1 << 32)).astype(np.uint32).reshape(blocks * block, 4)
+
+
+def check_stream(mode: str, got: np.ndarray, n: int, blocks: int, block: int, layout: str = "chunk",
+                 **read) -> str | None:
+    """A verification pass of `n` vectors against the host (`read`: read_sums's pass settings)."""
+    if mode == "read":
+        want = read_sums(n, blocks, block, layout, **read)
     else:
-        want = src if mode == "copy" else written(np.arange(n))
+        want = filled(n) if mode == "copy" else written(np.arange(n))
     got = got.reshape(want.shape)
     bad = got != want
     if bad.any():
@@ -92,16 +111,25 @@ class Budget:
 
 
 # Bandwidth sweep ------------------------------------------------------------------------------
-def bandwidth_sweep(run: Callable[[int, int, int], float], step: int, max_bytes: int,
+def sweep_span(ws: int, blocks: int, tile: int) -> int:
+    """Vectors per workgroup per pass at working set `ws`: the working set split among the
+    workgroups (a power of two of whole tiles, so the slices tile it), at least one tile."""
+    share = ws // 16 // blocks
+    return max(tile, (1 << (share.bit_length() - 1)) // tile * tile if share else 0)
+
+
+def bandwidth_sweep(run: Callable[[int, int, int], float], blocks: int, tile: int, max_bytes: int,
                     sample_s: float = SWEEP_SAMPLE_S) -> dict:
-    """Read bandwidth with every thread inside one working set, from 4 KiB to `max_bytes`.
-    `run(passes, n_vec, mask)` reads n_vec 16-byte vectors per pass, indices wrapped at mask;
-    `step` is the vectors one pass of the grid covers (threads * unroll)."""
+    """Read bandwidth over working sets of 4 KiB to `max_bytes`, on the chunk read kernel.
+    `run(passes, n_vec, mask)` has `blocks` workgroups read n_vec / blocks vectors each per pass,
+    indices wrapped at the working set (mask) and moving by SWEEP_SHIFT slices a pass: each line
+    comes back once per working set of traffic and never from the workgroup's own last pass, so
+    the rate is that of the level the working set fits in. Below blocks * tile the slices
+    overlap (several workgroups read each): those sizes are inside the caches."""
     sizes, rates = [], []
     ws = FIRST_BYTES
     while ws <= max_bytes:
-        # Cover the whole working set (at least 4 accesses per thread): indices wrap at it.
-        n = max(step * 4, ws // 16 // step * step)
+        n = blocks * sweep_span(ws, blocks, tile)
         passes, _ = calibrate(lambda p: run(p, n, ws // 16 - 1), Budget(sample_s))
         seconds = median([run(passes, n, ws // 16 - 1) for _ in range(3)])
         sizes.append(ws)
@@ -154,6 +182,13 @@ class ChaseSweep:
             position = (position + rounds * ROUND) % nodes
             return seconds
 
+        # Walk the cycle once untimed: a timed load that touches a line for the first time
+        # would read DRAM whatever the working set (the H200 showed DRAM latency from 16 MiB).
+        warm = min(nodes, WARM_LOADS)
+        while warm > 0:
+            rounds = min(self.chaser.max_rounds, -(-warm // ROUND))
+            run(rounds)
+            warm -= rounds * ROUND
         rounds, _ = calibrate(run, Budget(sample_s, self.chaser.max_rounds))
         run(rounds)                      # one untimed launch at the final length first
         times = [run(rounds) for _ in range(3)]

@@ -116,10 +116,11 @@ def working_bytes(rt: Runtime) -> int:
 
 
 class StreamWorkload:
-    """memory.read / write / copy on one large buffer pair of random words. The read is a grid of
-    one wave at full occupancy looping over the buffer `size` times in the kernel, so a line is
-    reread only after the rest of the buffer went by (vulkan/memory.py says more); write and copy
-    launch one block per tile, `size` times (shaders/mem.cu says why)."""
+    """memory.read / write / copy on one large buffer pair of random words. The read is a grid
+    resident all at once (READ_BLOCKS_PER_UNIT blocks per SM/CU) looping over the buffer `size`
+    times in the kernel, so a line is reread only after the rest of the buffer went by
+    (vulkan/memory.py says more); write and copy launch one block per tile, `size` times
+    (shaders/mem.cu says why)."""
 
     @release_on_failure
     def __init__(self, test: TestSpec, variant: Variant, rt: Runtime):
@@ -127,7 +128,7 @@ class StreamWorkload:
         self.layout, self.unroll = variant.name, variant.unroll
         lim = rt.limits
         self.tile = BLOCK * self.unroll
-        self.resident = max(1, lim.units * lim.threads_per_unit // BLOCK)
+        self.resident = lim.units * sweeps.READ_BLOCKS_PER_UNIT
         self.threads = self.resident * BLOCK
         self.step = self.threads * self.unroll
         self.n_vec = max(self.step, working_bytes(rt) // 16 // self.step * self.step)
@@ -138,8 +139,8 @@ class StreamWorkload:
         fill = rt.compile(source("mem.cu"), {"MODE": sweeps.MODES["fill"]}, "stream")
         rt.launch(fill, self.resident, BLOCK, [self.dst, self.src, np.uint32(1), np.uint32(self.n_vec),
                                                np.uint32(0xFFFFFFFF), np.uint32(0)])
-        layout = {"chunk": "one wave at full occupancy, a contiguous chunk per block, passes in the kernel",
-                  "stride": "one wave at full occupancy striding through the buffer, passes in the kernel",
+        layout = {"chunk": "a resident grid, a contiguous chunk per block, passes in the kernel",
+                  "stride": "a resident grid striding through the buffer, passes in the kernel",
                   "tile": "one block per tile of block * unroll vectors, one launch per pass"}[self.layout]
         self.params = {"buffer_bytes": self.n_vec * 16, "block": BLOCK,
                        "blocks": self.resident if self.mode == "read" else self.n_vec // self.tile,
@@ -169,12 +170,11 @@ class StreamWorkload:
         return sweeps.check_stream(self.mode, got, n, self.resident, BLOCK, self.layout)
 
     def series(self) -> dict | None:
-        """The read sweep, once per test: on the stride variant, whose SWEEP_SHIFT moves each
-        workgroup onto data another one read (a chunk would be reread from its own L1)."""
-        if self.layout != "stride":
+        """The read sweep, once per test, on the chunk variant (harness/sweeps.py says how)."""
+        if self.layout != "chunk":
             return None
         return sweeps.bandwidth_sweep(lambda passes, n, mask: self.run(passes, n, mask, sweeps.SWEEP_SHIFT),
-                                      self.step, self.n_vec * 16)
+                                      self.resident, self.tile, self.n_vec * 16)
 
     def close(self) -> None:
         release(self, self.rt.free, "src", "dst")

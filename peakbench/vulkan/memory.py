@@ -29,11 +29,10 @@ def working_bytes(dev) -> int:
 class StreamWorkload:
     """memory.read / write / copy on one large buffer pair, filled with random-looking data.
 
-    The read is a grid of one wave at full occupancy (units x resident threads per unit) looping
-    over the buffer `size` times inside the shader: a line is reread only after the rest of the
-    buffer went by, so the L2 cannot serve it. (Where registers let fewer workgroups be resident,
-    the rest run after them and each still rereads its data a whole chunk later.) Write and copy
-    launch one workgroup per tile and repeat the dispatch `size` times (mem_stream.comp says why)."""
+    The read is a grid resident all at once (READ_BLOCKS_PER_UNIT workgroups per compute unit)
+    looping over the buffer `size` times inside the shader: a line is reread only after the rest
+    of the buffer went by, so the L2 cannot serve it. Write and copy launch one workgroup per tile
+    and repeat the dispatch `size` times (mem_stream.comp says why)."""
 
     @release_on_failure
     def __init__(self, test: TestSpec, variant: Variant, dev):
@@ -41,7 +40,10 @@ class StreamWorkload:
         self.mode = test.dtype
         self.layout, self.unroll = variant.name, variant.unroll
         self.tile = LOCAL * self.unroll
-        self.resident = max(1, dev.grid_threads(1) // LOCAL)
+        if dev.info.kind != "cpu" and dev.caps.units:
+            self.resident = dev.caps.units * sweeps.READ_BLOCKS_PER_UNIT
+        else:
+            self.resident = max(1, dev.grid_threads(1) // LOCAL)
         self.threads = self.resident * LOCAL
         self.step = self.threads * self.unroll
         most = dev.caps.max_workgroups * self.tile            # one workgroup per tile
@@ -58,8 +60,8 @@ class StreamWorkload:
         dev.dispatch(fill, self.resident, [1, self.n_vec, 0xFFFFFFFF, 0])
         dev.destroy(fill)
         dev.bind(self.pipeline, [self.src, self.dst])
-        layout = {"chunk": "one wave at full occupancy, a contiguous chunk per workgroup, passes in the shader",
-                  "stride": "one wave at full occupancy striding through the buffer, passes in the shader",
+        layout = {"chunk": "a resident grid, a contiguous chunk per workgroup, passes in the shader",
+                  "stride": "a resident grid striding through the buffer, passes in the shader",
                   "tile": "one workgroup per tile of workgroup_size * unroll vectors, one dispatch per pass"}[self.layout]
         self.params = {"buffer_bytes": self.n_vec * 16, "workgroup_size": LOCAL,
                        "workgroups": self.resident if self.mode == "read" else self.n_vec // self.tile,
@@ -86,13 +88,12 @@ class StreamWorkload:
         return sweeps.check_stream(self.mode, got, n, self.resident, LOCAL, self.layout)
 
     def series(self) -> dict | None:
-        """The read sweep, once per test: on the stride variant, whose SWEEP_SHIFT moves each
-        workgroup onto data another one read (a chunk would be reread from its own L1)."""
-        return self.sweep(sweeps.SWEEP_SAMPLE_S) if self.layout == "stride" else None
+        """The read sweep, once per test, on the chunk variant (harness/sweeps.py says how)."""
+        return self.sweep(sweeps.SWEEP_SAMPLE_S) if self.layout == "chunk" else None
 
     def sweep(self, sample_s: float) -> dict:
         return sweeps.bandwidth_sweep(lambda passes, n, mask: self.run(passes, n, mask, sweeps.SWEEP_SHIFT),
-                                      self.step, self.n_vec * 16, sample_s)
+                                      self.resident, self.tile, self.n_vec * 16, sample_s)
 
     def close(self) -> None:
         release(self, self.dev.free, "src", "dst")
