@@ -15,8 +15,8 @@
 // MODE 0 read: every lane of every vector is summed (a sum of only .x would let the compiler
 //   narrow the 16-byte loads) and each thread stores its sum, which the host checks. The stream
 //   runs the chunk with shift 0 and mask all ones; the cache sweep with mask = working set - 1
-//   and shift 1, so a block never rereads its own L1 and every line comes back one working set
-//   of traffic later (mem_stream.comp says more).
+//   and shift = blocks | 1, so every line comes back one working set of traffic later and a
+//   block never finds its next slice in its own L1 (mem_stream.comp says more).
 // MODE 1 write: v[j] = pattern(j); MODE 2 copy: dst[i] = src[i]; MODE 3 fill: src[i] =
 //   hash(i), the random-looking data every test reads (nothing compressible).
 // Defines: MODE, UNROLL, LAYOUT (stream); CLOCK (chase). n_vec is a multiple of threads * UNROLL.

@@ -92,6 +92,9 @@ def test_the_l2_latency_plateau_spans_the_l2(runs):
     _, by_backend = runs
     for backend, results in by_backend.items():
         first, last = results["latency.l2"]["params"]["working_sets_bytes"]
-        assert last >= 32 << 20, f"{backend}: the L2 plateau ends at {last >> 20} MiB"
+        # One SM's loads see half the 60 MiB L2 (the partition near its GPC holds what it reads):
+        # the plateau runs to 16 MiB, 32 MiB is part hits. Before the chase walked its cycle
+        # untimed, CUDA's ended at 4 MiB (first touches read DRAM).
+        assert last >= 16 << 20, f"{backend}: the L2 plateau ends at {last >> 20} MiB"
     l2 = [results["latency.l2"]["value"] for results in by_backend.values()]
     assert max(l2) < 1.2 * min(l2), f"the backends disagree on the L2 latency: {l2}"

@@ -131,13 +131,19 @@ def test_sweep_slices_never_share_a_pass_once_the_working_set_is_large():
             assert ws // 32 < blocks * span <= ws // 16
         else:                                        # small sets: one tile each, read several times
             assert span == tile
+    shift = sweeps.sweep_shift(blocks)
+    for slices in (1 << k for k in range(11)):       # a workgroup visits every slice, not its L1's few
+        assert all(len({(g + p * shift) % slices for p in range(slices)}) == slices for g in (0, 1, 131))
+    for slices in (256 + 8, 512, 1024):              # and no two read the same slice in one pass
+        assert all(len({(g + p * shift) % slices for g in range(blocks)}) == blocks for p in range(3))
 
 
 def test_the_bandwidth_sweep_counts_what_its_launches_read():
     calls = []
 
-    def run(passes, n, mask):
+    def run(passes, n, mask, shift):
         calls.append((passes, n, mask))
+        assert shift == 5                            # 4 workgroups: an odd step of a whole window
         return passes * n * 16 / 1e12                # 1 TB/s whatever the size
     s = sweeps.bandwidth_sweep(run, blocks=4, tile=64, max_bytes=MIB, sample_s=1e-6)
     assert s["working_set_bytes"] == [4 * KIB << i for i in range(9)]
@@ -215,10 +221,11 @@ def test_the_sweep_kernel_reads_the_rotating_slices_the_host_expects(vulkan_devi
         ws = 1 << (w.n_vec.bit_length() - 2)             # a working set below the buffer
         n = w.resident * sweeps.sweep_span(ws * 16, w.resident, w.tile)
         vulkan_device.fill(w.dst, 0xFFFFFFFF)
-        w.run(3, n, ws - 1, sweeps.SWEEP_SHIFT)
+        shift = sweeps.sweep_shift(w.resident)
+        w.run(3, n, ws - 1, shift)
         got = np.frombuffer(vulkan_device.download(w.dst, w.threads * 16), np.uint32)
         assert sweeps.check_stream("read", got, n, w.resident, w.params["workgroup_size"], "chunk",
-                                   passes=3, shift=sweeps.SWEEP_SHIFT, mask=ws - 1) is None
+                                   passes=3, shift=shift, mask=ws - 1) is None
         assert sweeps.check_stream("read", got, n, w.resident, w.params["workgroup_size"], "chunk",
                                    passes=3, shift=0, mask=ws - 1) is not None
     finally:

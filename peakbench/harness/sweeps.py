@@ -55,8 +55,6 @@ CHASE_MAX = 512 << 20
 # resident at once. A larger grid runs in waves, and each wave rereads a fraction of the buffer
 # that can fit in the L2 (the H200's sweep showed 12-14 TB/s at 64-256 MiB that way).
 READ_BLOCKS_PER_UNIT = 2
-# Slices the cache sweep moves each workgroup by per pass (the chunk layout's `shift`).
-SWEEP_SHIFT = 1
 # The chase walks the whole cycle once untimed (up to this many loads) before it is timed, so
 # every timed load revisits a line one working set ago rather than touching it first.
 WARM_LOADS = 1 << 20
@@ -118,20 +116,28 @@ def sweep_span(ws: int, blocks: int, tile: int) -> int:
     return max(tile, (1 << (share.bit_length() - 1)) // tile * tile if share else 0)
 
 
-def bandwidth_sweep(run: Callable[[int, int, int], float], blocks: int, tile: int, max_bytes: int,
+def sweep_shift(blocks: int) -> int:
+    """Slices the chunk read moves by per pass in the sweep: the grid's width, so each pass reads
+    the next window of the working set and a line comes back one working set of traffic later;
+    made odd, so that around a power-of-two ring of slices every workgroup visits all of them
+    (its own L1 never holds the next one) however few slices there are."""
+    return blocks | 1
+
+
+def bandwidth_sweep(run: Callable[[int, int, int, int], float], blocks: int, tile: int, max_bytes: int,
                     sample_s: float = SWEEP_SAMPLE_S) -> dict:
     """Read bandwidth over working sets of 4 KiB to `max_bytes`, on the chunk read kernel.
-    `run(passes, n_vec, mask)` has `blocks` workgroups read n_vec / blocks vectors each per pass,
-    indices wrapped at the working set (mask) and moving by SWEEP_SHIFT slices a pass: each line
-    comes back once per working set of traffic and never from the workgroup's own last pass, so
-    the rate is that of the level the working set fits in. Below blocks * tile the slices
-    overlap (several workgroups read each): those sizes are inside the caches."""
+    `run(passes, n_vec, mask, shift)` has `blocks` workgroups read n_vec / blocks vectors each per
+    pass, indices wrapped at the working set (mask), moving by sweep_shift slices a pass: the
+    rate is that of the level the working set fits in. Below blocks * tile bytes the slices
+    overlap (several workgroups read each in a pass): those sizes are inside the caches."""
     sizes, rates = [], []
+    shift = sweep_shift(blocks)
     ws = FIRST_BYTES
     while ws <= max_bytes:
         n = blocks * sweep_span(ws, blocks, tile)
-        passes, _ = calibrate(lambda p: run(p, n, ws // 16 - 1), Budget(sample_s))
-        seconds = median([run(passes, n, ws // 16 - 1) for _ in range(3)])
+        passes, _ = calibrate(lambda p: run(p, n, ws // 16 - 1, shift), Budget(sample_s))
+        seconds = median([run(passes, n, ws // 16 - 1, shift) for _ in range(3)])
         sizes.append(ws)
         rates.append(round(passes * n * 16 / seconds / 1e9, 2))
         ws *= 2

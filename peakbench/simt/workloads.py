@@ -173,8 +173,7 @@ class StreamWorkload:
         """The read sweep, once per test, on the chunk variant (harness/sweeps.py says how)."""
         if self.layout != "chunk":
             return None
-        return sweeps.bandwidth_sweep(lambda passes, n, mask: self.run(passes, n, mask, sweeps.SWEEP_SHIFT),
-                                      self.resident, self.tile, self.n_vec * 16)
+        return sweeps.bandwidth_sweep(self.run, self.resident, self.tile, self.n_vec * 16)
 
     def close(self) -> None:
         release(self, self.rt.free, "src", "dst")

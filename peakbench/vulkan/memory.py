@@ -92,8 +92,7 @@ class StreamWorkload:
         return self.sweep(sweeps.SWEEP_SAMPLE_S) if self.layout == "chunk" else None
 
     def sweep(self, sample_s: float) -> dict:
-        return sweeps.bandwidth_sweep(lambda passes, n, mask: self.run(passes, n, mask, sweeps.SWEEP_SHIFT),
-                                      self.resident, self.tile, self.n_vec * 16, sample_s)
+        return sweeps.bandwidth_sweep(self.run, self.resident, self.tile, self.n_vec * 16, sample_s)
 
     def close(self) -> None:
         release(self, self.dev.free, "src", "dst")
