@@ -143,13 +143,24 @@ def test_the_bandwidth_sweep_counts_what_its_launches_read():
 
     def run(passes, n, mask, shift):
         calls.append((passes, n, mask))
-        assert shift == 5                            # 4 workgroups: an odd step of a whole window
+        assert shift == (0 if mask == 0xFFFFFFFF else 5)   # 4 workgroups: an odd step of a whole window
         return passes * n * 16 / 1e12                # 1 TB/s whatever the size
-    s = sweeps.bandwidth_sweep(run, blocks=4, tile=64, max_bytes=MIB, sample_s=1e-6)
-    assert s["working_set_bytes"] == [4 * KIB << i for i in range(9)]
-    assert s["GB/s"] == pytest.approx([1000.0] * 9)
-    assert {mask + 1 for _, _, mask in calls} == {ws // 16 for ws in s["working_set_bytes"]}
+    s = sweeps.bandwidth_sweep(run, blocks=4, tile=64, max_bytes=2 * MIB, sample_s=1e-6)
+    assert s["working_set_bytes"] == [4 * KIB << i for i in range(10)]
+    assert s["GB/s"] == pytest.approx([1000.0] * 10)
+    # Rotating slices wrapped at the working set up to 4 x 256 KiB; private slices (no wrap) from there.
+    assert {mask + 1 for _, _, mask in calls} == {ws // 16 for ws in s["working_set_bytes"][:-2]} | {1 << 32}
     assert all(n % (4 * 64) == 0 for _, n, _ in calls)
+
+
+def test_large_working_sets_give_each_workgroup_a_private_slice():
+    blocks, tile = 264, 4096                         # the H200
+    for ws in (4 * KIB, 16 * MIB, 64 * MIB):         # rotating slices, wrapped at the working set
+        n, mask, shift = sweeps.sweep_point(ws, blocks, tile)
+        assert mask == ws // 16 - 1 and shift == 265
+    for ws in (128 * MIB, 512 * MIB):                # each workgroup its own 256 KiB or more
+        n, mask, shift = sweeps.sweep_point(ws, blocks, tile)
+        assert (mask, shift) == (0xFFFFFFFF, 0) and 0.9 * ws <= n * 16 <= ws and n // blocks * 16 >= sweeps.PRIVATE_SLICE
 
 
 class CachedChaser:

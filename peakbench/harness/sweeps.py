@@ -65,14 +65,14 @@ def read_sums(n: int, blocks: int, block: int, layout: str = "chunk", passes: in
     """What each thread of a read kernel stores, (threads, 4) uint32. Chunk layout: in pass p,
     thread x of block b sums the vectors ((b + p*shift)*span + x + j*block) & mask of its slice
     (span = n / blocks); stride layout: thread t sums vectors t + j*threads, every pass."""
-    src = filled(min(n, mask + 1) if layout == "chunk" else n).astype(np.uint64)
     if layout == "stride":
+        src = filled(n).astype(np.uint64)
         return (passes * src.reshape(-1, blocks * block, 4).sum(axis=0) % (1 << 32)).astype(np.uint32)
     span, total = n // blocks, np.zeros((blocks, block, 4), np.uint64)
     for p in range(passes):
         starts = (np.arange(blocks, dtype=np.uint64) + p * shift) * span % (1 << 32)
         index = (starts[:, None] + np.arange(span, dtype=np.uint64)) & mask
-        total += src[index].reshape(blocks, -1, block, 4).sum(axis=1)
+        total += filled(int(index.max()) + 1).astype(np.uint64)[index].reshape(blocks, -1, block, 4).sum(axis=1)
     return (total % (1 << 32)).astype(np.uint32).reshape(blocks * block, 4)
 
 
@@ -109,6 +109,13 @@ class Budget:
 
 
 # Bandwidth sweep ------------------------------------------------------------------------------
+# A workgroup's own slice from which the sweep stops rotating slices: two workgroups per unit make
+# a unit's share twice this, 2x the largest per-unit L1 (256 KiB on the H100/H200), so the L1
+# cannot serve the reread, and with no other workgroup reading it no drift between workgroups
+# can bring a line back early through the L2.
+PRIVATE_SLICE = 256 << 10
+
+
 def sweep_span(ws: int, blocks: int, tile: int) -> int:
     """Vectors per workgroup per pass at working set `ws`: the working set split among the
     workgroups (a power of two of whole tiles, so the slices tile it), at least one tile."""
@@ -124,20 +131,33 @@ def sweep_shift(blocks: int) -> int:
     return blocks | 1
 
 
+def sweep_point(ws: int, blocks: int, tile: int) -> tuple[int, int, int]:
+    """(n_vec, mask, shift) of the chunk read at working set `ws`.
+
+    Up to blocks * PRIVATE_SLICE, rotating slices: indices wrap at the working set and each pass
+    moves the grid a whole window on (sweep_shift), so no workgroup rereads its own L1. Past it,
+    private slices: each workgroup rereads its own ws / blocks (less the last part tile), as the
+    stream does. Rotating slices there gave L2 hits the working set cannot explain: over a long
+    launch the workgroups drift apart, and one then rereads lines another just pulled into the L2
+    (on the H200, 5.3 TB/s at 256 MiB, four times the L2, and more the more passes a launch ran)."""
+    if ws // 16 // blocks >= PRIVATE_SLICE // 16:
+        return blocks * (ws // 16 // blocks // tile * tile), 0xFFFFFFFF, 0
+    return blocks * sweep_span(ws, blocks, tile), ws // 16 - 1, sweep_shift(blocks)
+
+
 def bandwidth_sweep(run: Callable[[int, int, int, int], float], blocks: int, tile: int, max_bytes: int,
                     sample_s: float = SWEEP_SAMPLE_S) -> dict:
-    """Read bandwidth over working sets of 4 KiB to `max_bytes`, on the chunk read kernel.
+    """Read bandwidth over working sets of 4 KiB to `max_bytes`, on the chunk read kernel:
     `run(passes, n_vec, mask, shift)` has `blocks` workgroups read n_vec / blocks vectors each per
-    pass, indices wrapped at the working set (mask), moving by sweep_shift slices a pass: the
-    rate is that of the level the working set fits in. Below blocks * tile bytes the slices
-    overlap (several workgroups read each in a pass): those sizes are inside the caches."""
+    pass, laid out by sweep_point, so the rate is that of the level the working set fits in.
+    Below blocks * tile bytes the slices overlap (several workgroups read each in a pass): those
+    sizes are inside the caches."""
     sizes, rates = [], []
-    shift = sweep_shift(blocks)
     ws = FIRST_BYTES
     while ws <= max_bytes:
-        n = blocks * sweep_span(ws, blocks, tile)
-        passes, _ = calibrate(lambda p: run(p, n, ws // 16 - 1, shift), Budget(sample_s))
-        seconds = median([run(passes, n, ws // 16 - 1, shift) for _ in range(3)])
+        n, mask, shift = sweep_point(ws, blocks, tile)
+        passes, _ = calibrate(lambda p: run(p, n, mask, shift), Budget(sample_s))
+        seconds = median([run(passes, n, mask, shift) for _ in range(3)])
         sizes.append(ws)
         rates.append(round(passes * n * 16 / seconds / 1e9, 2))
         ws *= 2
