@@ -19,7 +19,7 @@
 //   block never finds its next slice in its own L1 (mem_stream.comp says more).
 // MODE 1 write: v[j] = pattern(j); MODE 2 copy: dst[i] = src[i]; MODE 3 fill: src[i] =
 //   hash(i), the random-looking data every test reads (nothing compressible).
-// Defines: MODE, UNROLL, LAYOUT (stream); CLOCK (chase). n_vec is a multiple of threads * UNROLL.
+// Defines: MODE, UNROLL, LAYOUT, SUMS (stream); CLOCK (chase). n_vec is a multiple of threads * UNROLL.
 //
 // chase: one thread follows a random single cycle of nodes one cache line apart (256 loads per
 // round); every load depends on the one before. The load is the vector-memory path of an
@@ -50,6 +50,9 @@ __device__ __forceinline__ unsigned chase_load(const unsigned* next, unsigned i)
 #ifndef LAYOUT
 #define LAYOUT 0
 #endif
+#ifndef SUMS
+#define SUMS UNROLL   // the read's partial sums: one per load in flight (mem_stream.comp says why)
+#endif
 
 __device__ __forceinline__ unsigned hash(unsigned x) {   // lowbias32: a bijection, good avalanche
     x ^= x >> 16; x *= 0x7feb352dU; x ^= x >> 15; x *= 0x846ca68bU; x ^= x >> 16;
@@ -62,9 +65,9 @@ extern "C" __global__ void stream(const uint4* __restrict__ src, uint4* __restri
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n_vec; i += gridDim.x * blockDim.x)
         dst[i] = make_uint4(hash(4 * i), hash(4 * i + 1), hash(4 * i + 2), hash(4 * i + 3));
 #elif MODE == 0
-    uint4 acc[UNROLL];
+    uint4 acc[SUMS];
 #pragma unroll
-    for (int u = 0; u < UNROLL; u++) acc[u] = make_uint4(0, 0, 0, 0);
+    for (int u = 0; u < SUMS; u++) acc[u] = make_uint4(0, 0, 0, 0);
 #if LAYOUT == 0
     const unsigned span = n_vec / gridDim.x, lane = blockDim.x;
     for (unsigned pass = 0; pass < passes; pass++) {
@@ -73,7 +76,7 @@ extern "C" __global__ void stream(const uint4* __restrict__ src, uint4* __restri
 #pragma unroll
             for (int u = 0; u < UNROLL; u++) {
                 uint4 v = src[(base + i + u * lane) & mask];
-                acc[u].x += v.x; acc[u].y += v.y; acc[u].z += v.z; acc[u].w += v.w;
+                acc[u % SUMS].x += v.x; acc[u % SUMS].y += v.y; acc[u % SUMS].z += v.z; acc[u % SUMS].w += v.w;
             }
     }
 #else
@@ -83,12 +86,12 @@ extern "C" __global__ void stream(const uint4* __restrict__ src, uint4* __restri
 #pragma unroll
             for (int u = 0; u < UNROLL; u++) {
                 uint4 v = src[base + i + u * lane];
-                acc[u].x += v.x; acc[u].y += v.y; acc[u].z += v.z; acc[u].w += v.w;
+                acc[u % SUMS].x += v.x; acc[u % SUMS].y += v.y; acc[u % SUMS].z += v.z; acc[u % SUMS].w += v.w;
             }
 #endif
     uint4 sum = acc[0];
 #pragma unroll
-    for (int u = 1; u < UNROLL; u++) { sum.x += acc[u].x; sum.y += acc[u].y; sum.z += acc[u].z; sum.w += acc[u].w; }
+    for (int u = 1; u < SUMS; u++) { sum.x += acc[u].x; sum.y += acc[u].y; sum.z += acc[u].z; sum.w += acc[u].w; }
     dst[blockIdx.x * blockDim.x + threadIdx.x] = sum;
 #else
     const unsigned base = blockIdx.x * blockDim.x * UNROLL + threadIdx.x;

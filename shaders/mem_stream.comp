@@ -19,14 +19,16 @@
 // working set - 1 and shift = workgroups | 1: each pass the grid reads the next window of slices,
 // so every line comes back one working set of traffic later, and each workgroup (an odd step
 // around a power-of-two ring) visits every slice, so its own L1 never holds its next one.
-// Defines: MODE, UNROLL, LAYOUT. n_vec is a multiple of threads * UNROLL.
+// Defines: MODE, UNROLL, LAYOUT, SUMS. n_vec is a multiple of threads * UNROLL.
 #extension GL_EXT_control_flow_attributes : require
 // The read adds its UNROLL loads into SUMS partial sums. NVIDIA's Vulkan compiler (580.159.04,
-// H200, 16 loads) issues the loads ahead only with several sums, and spills with 16: 16 sums,
-// 128 registers + 7 KiB shared spill, 20.9 TB/s from L1 and 4.68 TB/s from DRAM; 8 sums, 73
-// registers, 32.1 and 4.68; 4 sums, 41 registers, 32.1 and 4.57. (CUDA's mem.cu keeps 16: 8
-// there lost 1.6% of the DRAM rate.)
+// H200, 16 loads) issues the loads ahead only with several sums, and spills with 16
+// (scripts/probes/vulkan_memory.py): 16 sums, 128 registers + 7 KiB shared spill, 20.9 TB/s from
+// L1 and 4.57 from DRAM; 8 sums, 73 registers, 32.1 and 4.56; 4 sums, 41 registers, 32.0 and
+// 4.45. CUDA's mem.cu keeps one sum per load: 8 there read DRAM 1.8% slower.
+#ifndef SUMS
 #define SUMS 8
+#endif
 
 layout(local_size_x_id = 0) in;
 layout(push_constant) uniform Push { uint passes; uint n_vec; uint mask; uint shift; } push;

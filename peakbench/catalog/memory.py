@@ -8,8 +8,7 @@ launch.overhead is the submit-to-completion time of an empty dispatch.
 """
 from peakbench.catalog import TestSpec, Variant
 
-STREAM_UNROLL = 16  # reads in flight per thread (H200, chunk layout, 2 blocks per SM: 4.54 TB/s with 8, 4.61 with 16;
-                    # stride layout, one wave of 1056 blocks: 4.42-4.53 with 4, 4.64 with 8)
+STREAM_UNROLL = 16  # reads in flight per thread, with two workgroups per compute unit (harness/sweeps.py)
 TILE_UNROLL = 1     # vectors per thread of a write/copy tile (H200: 1 beat 8 by 1-2.5% writing, 5-6% copying)
 
 

@@ -1,0 +1,146 @@
+"""Probes behind the Vulkan memory kernels' shape, and what does not explain the write gap to
+CUDA; not peakbench tests. On the first Vulkan device:
+
+1. The read's partial sums (SUMS in shaders/mem_stream.comp): the driver's register count and
+   shared-memory spill, and the rate from L1 (64 KiB), L2 (4 MiB) and DRAM (the stream buffer).
+2. Write and copy tiles: workgroup size x vectors per thread.
+3. Write and copy with and without the barrier between repeated dispatches.
+4. Write, copy and read in dedicated allocations (VK_KHR_dedicated_allocation, core 1.1).
+
+Run on the GPU machine from the repository root: python3 scripts/probes/vulkan_memory.py
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import vulkan as vk
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from peakbench.catalog import Variant, default_catalog  # noqa: E402
+from peakbench.harness import sweeps  # noqa: E402
+from peakbench.vulkan import create  # noqa: E402
+from peakbench.vulkan import device as vulkan_device  # noqa: E402
+from peakbench.vulkan.memory import LOCAL, StreamWorkload  # noqa: E402
+from peakbench.vulkan.shaders import compile_shader  # noqa: E402
+
+CATALOG = default_catalog()
+
+
+def stream(dev, test: str, layout: str, unroll: int) -> StreamWorkload:
+    return StreamWorkload(CATALOG.get(test), Variant(layout, width=4, ops_per_step=16, unroll=unroll), dev)
+
+
+def gbs(w: StreamWorkload, passes: int = 16) -> float:
+    w.run(4)
+    return w.work(passes) / float(np.median([w.run(passes) for _ in range(3)])) / 1e9
+
+
+def read_sums(dev) -> None:
+    print("1. read partial sums (GB/s)")
+    w = stream(dev, "memory.read", "chunk", 16)
+    try:
+        for sums in (16, 8, 4, 2):
+            p = dev.pipeline(compile_shader("mem_stream.comp", {"MODE": 0, "UNROLL": 16, "LAYOUT": 0, "SUMS": sums}),
+                             bindings=2, local_size=LOCAL, push_bytes=16, label=f"sums{sums}")
+            dev.bind(p, [w.src, w.dst])
+            rates = []
+            for ws in (64 << 10, 4 << 20, 0):
+                n, mask, shift = sweeps.sweep_point(ws, w.resident, w.tile) if ws else (w.n_vec, 0xFFFFFFFF, 0)
+                passes = max(1, int(8e9 // (n * 16)))
+                seconds = np.median([dev.dispatch(p, w.resident, [passes, n, mask, shift]) for _ in range(5)])
+                rates.append(passes * n * 16 / seconds / 1e9)
+            stats = p.statistics.get("CS", {})
+            print(f"   sums {sums:2d}: {stats.get('Register Count')} registers, {stats.get('Shared Memory Size')} B shared, "
+                  f"L1 {rates[0]:7.0f}, L2 {rates[1]:7.0f}, DRAM {rates[2]:6.0f}")
+            dev.destroy(p)
+    finally:
+        w.close()
+
+
+def tile_shapes(dev) -> None:
+    print("2. write/copy tiles, workgroup size x vectors per thread (GB/s)")
+    for test in ("memory.write", "memory.copy"):
+        w = stream(dev, test, "tile", 1)
+        row = []
+        try:
+            for local in (128, 256, 1024):
+                for unroll in (1, 4):
+                    p = dev.pipeline(compile_shader("mem_stream.comp", {"MODE": sweeps.MODES[w.mode], "UNROLL": unroll}),
+                                     bindings=2, local_size=local, push_bytes=16, label="tile")
+                    dev.bind(p, [w.src, w.dst])
+                    groups = w.n_vec // (local * unroll)
+                    dev.dispatch(p, groups, [1, w.n_vec, 0xFFFFFFFF, 0], repeat=4)
+                    seconds = np.median([dev.dispatch(p, groups, [1, w.n_vec, 0xFFFFFFFF, 0], repeat=16) for _ in range(3)])
+                    row.append(f"{local}x{unroll} {w.work(16) / seconds / 1e9:.0f}")
+                    dev.destroy(p)
+        finally:
+            w.close()
+        print(f"   {test}: " + ", ".join(row))
+
+
+def barriers(dev) -> None:
+    print("3. repeated dispatches with and without the barrier between them (GB/s)")
+    barrier = vulkan_device.vk.vkCmdPipelineBarrier
+    for test in ("memory.write", "memory.copy"):
+        w = stream(dev, test, "tile", 1)
+        try:
+            with_barrier = gbs(w)
+            vulkan_device.vk.vkCmdPipelineBarrier = lambda *args, **kwargs: None
+            try:
+                without = gbs(w)
+            finally:
+                vulkan_device.vk.vkCmdPipelineBarrier = barrier
+        finally:
+            w.close()
+        print(f"   {test}: with {with_barrier:.0f}, without {without:.0f}")
+
+
+def dedicated(dev) -> None:
+    print("4. plain vs dedicated allocations (GB/s)")
+    create_buffer, allocate = vulkan_device.vk.vkCreateBuffer, vulkan_device.vk.vkAllocateMemory
+    last = {}
+
+    def create_and_remember(device, info, allocator):
+        last["buffer"] = create_buffer(device, info, allocator)
+        return last["buffer"]
+
+    def allocate_dedicated(device, info, allocator):
+        info = vk.VkMemoryAllocateInfo(allocationSize=info.allocationSize, memoryTypeIndex=info.memoryTypeIndex,
+                                       pNext=vk.VkMemoryDedicatedAllocateInfo(buffer=last["buffer"]))
+        return allocate(device, info, allocator)
+
+    for label in ("plain", "dedicated"):
+        if label == "dedicated":
+            vulkan_device.vk.vkCreateBuffer, vulkan_device.vk.vkAllocateMemory = create_and_remember, allocate_dedicated
+        row = []
+        try:
+            for test, layout, unroll in (("memory.write", "tile", 1), ("memory.copy", "tile", 1), ("memory.read", "chunk", 16)):
+                w = stream(dev, test, layout, unroll)
+                try:
+                    problem = w.verify()
+                    row.append(f"{test} {gbs(w):.0f}" + (f" ({problem})" if problem else ""))
+                finally:
+                    w.close()
+        finally:
+            vulkan_device.vk.vkCreateBuffer, vulkan_device.vk.vkAllocateMemory = create_buffer, allocate
+        print(f"   {label}: " + ", ".join(row))
+
+
+def main() -> None:
+    backend = create()
+    dev = backend.open(0)
+    try:
+        print(dev.info.name, dev.driver_label)
+        read_sums(dev)
+        tile_shapes(dev)
+        barriers(dev)
+        dedicated(dev)
+    finally:
+        dev.close()
+        backend.close()
+
+
+if __name__ == "__main__":
+    main()
