@@ -5,6 +5,11 @@
 2. The sweep's layout past the L2: rotating slices (harness/sweeps.py) with 8, 32 and 128 passes
    per launch, private slices (what the sweep uses there), and one block per 64 KiB tile with
    indices wrapped at the working set (blocks dispatched in order, none resident for long).
+3. The access pattern of gpu-benches' L2-cache benchmark, written anew, at its 0.1-0.6 GB sizes:
+   blocks of 1024 threads, 32 independent 8-byte loads a thread, block b reading column b mod
+   `run` of a (32 rows x run columns x 8 KiB) data set; 100000 blocks. Its 4.70 TB/s on "this
+   same H200" is the issue's target: this shows what the pattern reads on the board at hand.
+4. The write with other data (zeros, the index, random words): the pattern is not the limit.
 
 Run on the GPU machine from the repository root: python3 scripts/probes/cuda_memory.py
 """
@@ -32,6 +37,17 @@ extern "C" __global__ void tile(const uint4* __restrict__ src, uint4* __restrict
 #pragma unroll
     for (int u = 0; u < 16; u++) { s.x += v[u].x; s.y += v[u].y; s.z += v[u].z; s.w += v[u].w; }
     if (s.x == 0x12345678u && s.y == 0x9abcdef0u) dst[threadIdx.x] = s;   // keeps the loads
+}
+'''
+
+
+COLUMNS = r'''
+extern "C" __global__ void columns(const double* __restrict__ src, double* __restrict__ dst, unsigned run) {
+    double s = 0.0;
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+        s += src[(size_t)i * blockDim.x * run + (blockIdx.x % run) * blockDim.x + threadIdx.x];
+    if (s == 1.25) dst[threadIdx.x] = s;                                     // keeps the loads
 }
 '''
 
@@ -90,6 +106,36 @@ def main() -> None:
         tiles = grid * TILE * 16 / seconds(lambda: tile((grid,), (BLOCK,), (src, dst, np.uint32(ws // 16 - 1))))
         print(f"   {mib:4d} MiB: rotating 8/32/128 passes {rotating[0]:6.0f} {rotating[1]:6.0f} {rotating[2]:6.0f}, "
               f"private {private:6.0f}, one block per tile {tiles / 1e9:6.0f}")
+    gpu_benches_pattern(src, dst)
+    write_data(src)
+
+
+def gpu_benches_pattern(src, dst) -> None:
+    print("3. gpu-benches' L2-cache access pattern (GB/s)")
+    f, blocks = kernel(COLUMNS, "columns"), 100000
+    for run in (400, 1200, 2400, 4096):
+        rate = blocks * 32 * 1024 * 8 / seconds(lambda: f((blocks,), (1024,), (src, dst, np.uint32(run))))
+        print(f"   data set {run * 256 / 1024:5.0f} MiB: {rate / 1e9:6.0f}")
+
+
+def write_data(buffer) -> None:
+    """Last: it overwrites the filled buffer."""
+    print("4. the write tile with other data (GB/s)")
+    store = "        dst[j] = make_uint4(j, j ^ 0x5bd1e995U, ~j, j * 2654435761U);"
+    variants = {"as shipped": SOURCE, "zeros": SOURCE.replace(store, "        dst[j] = make_uint4(0, 0, 0, 0);"),
+                "index": SOURCE.replace(store, "        dst[j] = make_uint4(j, j, j, j);"),
+                "random": SOURCE.replace(store, "        dst[j] = make_uint4(hash(4 * j), hash(4 * j + 1), hash(4 * j + 2), hash(4 * j + 3));")}
+    n, row = GIB // 16, []
+    for name, code in variants.items():
+        f = kernel(code, "stream", MODE=1, UNROLL=1)
+        args = (buffer, buffer, np.uint32(1), np.uint32(n), np.uint32(0xFFFFFFFF), np.uint32(0))
+
+        def sixteen():
+            for _ in range(16):
+                f((n // BLOCK,), (BLOCK,), args)
+        sixteen()
+        row.append(f"{name} {16 * GIB / seconds(sixteen, 3) / 1e9:.0f}")
+    print("   " + ", ".join(row))
 
 
 if __name__ == "__main__":

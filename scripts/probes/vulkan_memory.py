@@ -1,17 +1,20 @@
 """Probes behind the Vulkan memory kernels' shape, and what does not explain the write gap to
 CUDA; not peakbench tests. On the first Vulkan device:
 
-1. The read's partial sums (SUMS in shaders/mem_stream.comp): the driver's register count and
+1. The write with other buffer qualifiers and other data (zeros, the index, random words).
+2. The read's partial sums (SUMS in shaders/mem_stream.comp): the driver's register count and
    shared-memory spill, and the rate from L1 (64 KiB), L2 (4 MiB) and DRAM (the stream buffer).
-2. Write and copy tiles: workgroup size x vectors per thread.
-3. Write and copy with and without the barrier between repeated dispatches.
-4. Write, copy and read in dedicated allocations (VK_KHR_dedicated_allocation, core 1.1).
+3. Write and copy tiles: workgroup size x vectors per thread.
+4. Write and copy with and without the barrier between repeated dispatches.
+5. Write, copy and read in dedicated allocations (VK_KHR_dedicated_allocation, core 1.1).
+6. 1 again, after the allocations of 2-5 (on the H200 some of the variants then wrote slower).
 
 Run on the GPU machine from the repository root: python3 scripts/probes/vulkan_memory.py
 """
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +26,7 @@ from peakbench.harness import sweeps  # noqa: E402
 from peakbench.vulkan import create  # noqa: E402
 from peakbench.vulkan import device as vulkan_device  # noqa: E402
 from peakbench.vulkan.memory import LOCAL, StreamWorkload  # noqa: E402
-from peakbench.vulkan.shaders import compile_shader  # noqa: E402
+from peakbench.vulkan.shaders import SHADERS, TARGET_ENV, _run, compile_shader, tool  # noqa: E402
 
 CATALOG = default_catalog()
 
@@ -38,7 +41,7 @@ def gbs(w: StreamWorkload, passes: int = 16) -> float:
 
 
 def read_sums(dev) -> None:
-    print("1. read partial sums (GB/s)")
+    print("2. read partial sums (GB/s)")
     w = stream(dev, "memory.read", "chunk", 16)
     try:
         for sums in (16, 8, 4, 2):
@@ -60,7 +63,7 @@ def read_sums(dev) -> None:
 
 
 def tile_shapes(dev) -> None:
-    print("2. write/copy tiles, workgroup size x vectors per thread (GB/s)")
+    print("3. write/copy tiles, workgroup size x vectors per thread (GB/s)")
     for test in ("memory.write", "memory.copy"):
         w = stream(dev, test, "tile", 1)
         row = []
@@ -81,7 +84,7 @@ def tile_shapes(dev) -> None:
 
 
 def barriers(dev) -> None:
-    print("3. repeated dispatches with and without the barrier between them (GB/s)")
+    print("4. repeated dispatches with and without the barrier between them (GB/s)")
     barrier = vulkan_device.vk.vkCmdPipelineBarrier
     for test in ("memory.write", "memory.copy"):
         w = stream(dev, test, "tile", 1)
@@ -98,7 +101,7 @@ def barriers(dev) -> None:
 
 
 def dedicated(dev) -> None:
-    print("4. plain vs dedicated allocations (GB/s)")
+    print("5. plain vs dedicated allocations (GB/s)")
     create_buffer, allocate = vulkan_device.vk.vkCreateBuffer, vulkan_device.vk.vkAllocateMemory
     last = {}
 
@@ -128,15 +131,54 @@ def dedicated(dev) -> None:
         print(f"   {label}: " + ", ".join(row))
 
 
+def glsl(text: str, defines: dict) -> bytes:
+    """SPIR-V of an edited copy of a shader (compile_shader takes files from shaders/ only)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "edited.comp", Path(tmp) / "edited.spv"
+        src.write_text(text)
+        _run([tool("glslangValidator"), "-V", "--target-env", TARGET_ENV,
+              *[f"-D{k}={v}" for k, v in defines.items()], str(src), "-o", str(out)], "edited shader")
+        return out.read_bytes()
+
+
+def write_variants(dev, title: str = "1. the write with other qualifiers and data (GB/s)") -> None:
+    print(title)
+    text = (SHADERS / "mem_stream.comp").read_text()
+    store = "        dst[j] = uvec4(j, j ^ 0x5bd1e995U, ~j, j * 2654435761U);"
+    declaration = "restrict writeonly buffer Dst"
+    variants = {"as shipped": text,
+                "no restrict/writeonly": text.replace(declaration, "buffer Dst"),
+                "coherent": text.replace(declaration, "coherent writeonly buffer Dst"),
+                "zeros": text.replace(store, "        dst[j] = uvec4(0);"),
+                "index": text.replace(store, "        dst[j] = uvec4(j);"),
+                "random": text.replace(store, "        dst[j] = uvec4(hash(4 * j), hash(4 * j + 1), hash(4 * j + 2), hash(4 * j + 3));")}
+    w = stream(dev, "memory.write", "tile", 1)
+    row = []
+    try:
+        for name, variant in variants.items():
+            p = dev.pipeline(glsl(variant, {"MODE": 1, "UNROLL": 1}), bindings=2, local_size=LOCAL, push_bytes=16, label=name)
+            dev.bind(p, [w.src, w.dst])
+            groups = w.n_vec // LOCAL
+            dev.dispatch(p, groups, [1, w.n_vec, 0xFFFFFFFF, 0], repeat=4)
+            seconds = np.median([dev.dispatch(p, groups, [1, w.n_vec, 0xFFFFFFFF, 0], repeat=16) for _ in range(3)])
+            row.append(f"{name} {w.work(16) / seconds / 1e9:.0f}")
+            dev.destroy(p)
+    finally:
+        w.close()
+    print("   " + ", ".join(row))
+
+
 def main() -> None:
     backend = create()
     dev = backend.open(0)
     try:
         print(dev.info.name, dev.driver_label)
+        write_variants(dev)
         read_sums(dev)
         tile_shapes(dev)
         barriers(dev)
         dedicated(dev)
+        write_variants(dev, "6. the same write variants, after the allocations above (GB/s)")
     finally:
         dev.close()
         backend.close()
