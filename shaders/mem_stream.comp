@@ -5,17 +5,13 @@
 //   nothing runs in a later wave), PASSES sweeps (bytes per dispatch = passes * n_vec * 16).
 //   LAYOUT 0 (chunk): workgroup g reads slice g + pass * shift of n_vec / workgroups vectors,
 //   its index wrapped at `mask`; LAYOUT 1 (stride): the whole grid strides through the buffer.
-//   LAYOUT 2 (tile): as the write's tiles, one tile of local_size * UNROLL vectors per
-//   workgroup, workgroup w reading tile w % tiles, `passes` ignored (the host dispatches passes
-//   * tiles workgroups): short-lived workgroups taken in order, as gpu-benches reads. Which is
-//   fastest differs between boards (PERFORMANCE_ANALYSIS.md): all run, the fastest counts.
+//   Which is faster differed between boards (PERFORMANCE_ANALYSIS.md), so both run and the
+//   faster one counts.
 // - write, copy: one tile of local_size * UNROLL vectors per workgroup, as many workgroups as
 //   tiles, retiring in order, so the stores advance through memory as one front. One dispatch is
 //   one pass (n_vec * 16 bytes written; copy counts read + written); the host repeats dispatches.
 // MODE 0 read: every lane of every vector is summed (a sum of only .x would let a compiler
-//   narrow the 16-byte loads) and each thread stores its sum, which the host checks. The tile
-//   read stores a sum per subgroup instead (a sum per thread would write 1/16 of what it reads),
-//   at dst[tile * local_size + subgroup]; the host checks each tile's total.
+//   narrow the 16-byte loads) and each thread stores its sum, which the host checks.
 // MODE 1 write: v[i] = pattern(i); MODE 2 copy: dst[i] = src[i]; MODE 3 fill: src[i] =
 // hash(i), the random-looking data every test reads (no compressible zeros).
 // The stream runs the chunk with shift 0 and mask all ones: each workgroup rereads its own
@@ -25,9 +21,6 @@
 // around a power-of-two ring) visits every slice, so its own L1 never holds its next one.
 // Defines: MODE, UNROLL, LAYOUT, SUMS. n_vec is a multiple of threads * UNROLL.
 #extension GL_EXT_control_flow_attributes : require
-#if MODE == 0 && LAYOUT == 2
-#extension GL_KHR_shader_subgroup_arithmetic : require
-#endif
 // The read adds its UNROLL loads into SUMS partial sums. NVIDIA's Vulkan compiler (580.159.04,
 // H200, 16 loads) issues the loads ahead only with several sums, and spills with 16
 // (scripts/probes/vulkan_memory.py): 16 sums, 128 registers + 7 KiB shared spill, 20.8 TB/s from
@@ -64,27 +57,16 @@ void main() {
             [[unroll]] for (uint u = 0; u < UNROLL; u++)
                 acc[u % SUMS] += src[(base + i + u * lane) & push.mask];
     }
-#elif LAYOUT == 1
+#else
     uint lane = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     for (uint pass = 0; pass < push.passes; pass++)
         for (uint i = 0; i < push.n_vec; i += lane * UNROLL)
             [[unroll]] for (uint u = 0; u < UNROLL; u++)
                 acc[u % SUMS] += src[tid + i + u * lane];
-#else
-    uint tile = gl_WorkGroupID.x % (push.n_vec / (gl_WorkGroupSize.x * UNROLL));
-    uint base = tile * gl_WorkGroupSize.x * UNROLL + gl_LocalInvocationID.x;
-    [[unroll]] for (uint u = 0; u < UNROLL; u++)
-        acc[u % SUMS] += src[base + u * gl_WorkGroupSize.x];
 #endif
     uvec4 sum = acc[0];
     [[unroll]] for (uint u = 1; u < SUMS; u++) sum += acc[u];
-#if LAYOUT == 2
-    sum = subgroupAdd(sum);
-    if (subgroupElect())
-        dst[tile * gl_WorkGroupSize.x + gl_SubgroupID] = sum;
-#else
     dst[tid] = sum;
-#endif
 #else
     uint base = gl_WorkGroupID.x * gl_WorkGroupSize.x * UNROLL + gl_LocalInvocationID.x;
     [[unroll]] for (uint u = 0; u < UNROLL; u++) {

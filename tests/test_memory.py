@@ -224,40 +224,6 @@ def test_stream_kernels_verify_and_a_planted_fault_is_caught(vulkan_device, test
         w.close()
 
 
-READS = CATALOG.get("memory.read").variants
-
-
-@pytest.mark.parametrize("variant", READS, ids=[v.name for v in READS])
-def test_every_read_layout_verifies_and_a_planted_fault_is_caught(vulkan_device, variant):
-    w = vulkan_device.prepare(CATALOG.get("memory.read"), variant)
-    try:
-        assert w.verify() is None
-        assert w.work(3) == 3 * w.params["buffer_bytes"]
-        vulkan_device.fill(w.src, 0x01010101)
-        assert "differ from the host reference" in (w.verify() or "")
-    finally:
-        w.close()
-
-
-def test_the_tile_read_checks_each_tiles_total():
-    n, tiles, block = 16, 2, 2                       # tiles of 8 vectors, 2 subgroup slots each
-    v = sweeps.filled(n).astype(np.uint64)
-    got = np.zeros((tiles * block, 4), np.uint64)
-    got[0], got[2] = v[:8].sum(axis=0), v[8:].sum(axis=0)    # one subgroup per tile held it all
-    got[1], got[0] = v[:3].sum(axis=0), v[3:8].sum(axis=0)   # or two split it
-    ok = (got % (1 << 32)).astype(np.uint32)
-    assert sweeps.check_stream("read", ok, n, tiles, block, "tile") is None
-    ok[3, 0] ^= 1
-    assert "1 of 8 words" in sweeps.check_stream("read", ok, n, tiles, block, "tile")
-
-
-def test_tile_reads_split_into_as_few_dispatches_as_the_grid_limit_allows():
-    assert sweeps.tile_dispatches(64, 1024, 65535) == (32, 2)
-    assert sweeps.tile_dispatches(1, 1024, 65535) == (1, 1)
-    assert sweeps.tile_dispatches(48, 1024, (1 << 31) - 1) == (48, 1)
-    assert sweeps.tile_dispatches(6, 1024, 4096) == (3, 2)      # a divisor, so passes stay exact
-
-
 def test_the_sweep_kernel_reads_the_rotating_slices_the_host_expects(vulkan_device):
     test = CATALOG.get("memory.read")
     chunk = next(v for v in test.variants if v.name == "chunk")

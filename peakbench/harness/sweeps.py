@@ -46,7 +46,7 @@ def written(index: np.ndarray) -> np.ndarray:
 # The stream kernels' contract (shaders/mem_stream.comp and shaders/mem.cu alike): MODE and
 # LAYOUT defines per test and variant, the workgroup size, the buffer and chase sizes.
 MODES = {"read": 0, "write": 1, "copy": 2, "fill": 3}
-LAYOUTS = {"chunk": 0, "stride": 1, "tile": 2}
+LAYOUTS = {"chunk": 0, "stride": 1, "tile": 0}
 STREAM_BLOCK = 256
 STREAM_BYTES = 1 << 30           # past the largest GPU last-level cache (256 MiB) by 4x
 CHASE_MAX = 512 << 20
@@ -64,11 +64,7 @@ def read_sums(n: int, blocks: int, block: int, layout: str = "chunk", passes: in
               mask: int = 0xFFFFFFFF) -> np.ndarray:
     """What each thread of a read kernel stores, (threads, 4) uint32. Chunk layout: in pass p,
     thread x of block b sums the vectors ((b + p*shift)*span + x + j*block) & mask of its slice
-    (span = n / blocks); stride layout: thread t sums vectors t + j*threads, every pass. Tile
-    layout (`blocks` tiles): the total of each tile, (tiles, 4), which is what the sums its
-    subgroups store add up to."""
-    if layout == "tile":
-        return (filled(n).astype(np.uint64).reshape(blocks, -1, 4).sum(axis=1) % (1 << 32)).astype(np.uint32)
+    (span = n / blocks); stride layout: thread t sums vectors t + j*threads, every pass."""
     if layout == "stride":
         src = filled(n).astype(np.uint64)
         return (passes * src.reshape(-1, blocks * block, 4).sum(axis=0) % (1 << 32)).astype(np.uint32)
@@ -80,22 +76,11 @@ def read_sums(n: int, blocks: int, block: int, layout: str = "chunk", passes: in
     return (total % (1 << 32)).astype(np.uint32).reshape(blocks * block, 4)
 
 
-def tile_dispatches(passes: int, tiles: int, max_groups: int) -> tuple[int, int]:
-    """(passes per dispatch, dispatches) for a tile read of `passes` passes over `tiles` tiles,
-    as few dispatches as a grid of at most `max_groups` workgroups allows."""
-    per = max(1, min(passes, max_groups // tiles))
-    while passes % per:
-        per -= 1
-    return per, passes // per
-
-
 def check_stream(mode: str, got: np.ndarray, n: int, blocks: int, block: int, layout: str = "chunk",
                  **read) -> str | None:
     """A verification pass of `n` vectors against the host (`read`: read_sums's pass settings)."""
     if mode == "read":
         want = read_sums(n, blocks, block, layout, **read)
-        if layout == "tile":       # a sum per subgroup, at tile * block + subgroup: add each tile's up
-            got = (got.reshape(blocks, block, 4).astype(np.uint64).sum(axis=1) % (1 << 32)).astype(np.uint32)
     else:
         want = filled(n) if mode == "copy" else written(np.arange(n))
     got = got.reshape(want.shape)

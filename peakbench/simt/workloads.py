@@ -22,7 +22,6 @@ from peakbench.simt.runtime import Runtime
 SHADERS = Path(__file__).resolve().parents[2] / "shaders"
 BLOCK = sweeps.STREAM_BLOCK
 WAVES = 4                  # the ALU grid fills the device this many times over
-MAX_GRID = (1 << 31) - 1   # blocks in x of one launch, CUDA and HIP alike
 
 # Per element type: the C type one instruction works on, and the lanes it holds.
 ELEMENTS = {"fp64": ("double", 1), "fp32": ("float", 1), "fp16": ("__half2", 2), "bf16": ("bfloat162", 2),
@@ -117,11 +116,11 @@ def working_bytes(rt: Runtime) -> int:
 
 
 class StreamWorkload:
-    """memory.read / write / copy on one large buffer pair of random words. The chunk and stride
-    reads are a grid resident all at once (READ_BLOCKS_PER_UNIT blocks per SM/CU) looping over
-    the buffer `size` times in the kernel, so a line is reread only after the rest of the buffer
-    went by (vulkan/memory.py says more); the tile read launches `size` * tiles blocks, taken in
-    order; write and copy launch one block per tile, `size` times (shaders/mem.cu says why)."""
+    """memory.read / write / copy on one large buffer pair of random words. The read is a grid
+    resident all at once (READ_BLOCKS_PER_UNIT blocks per SM/CU) looping over the buffer `size`
+    times in the kernel, so a line is reread only after the rest of the buffer went by
+    (vulkan/memory.py says more); write and copy launch one block per tile, `size` times
+    (shaders/mem.cu says why)."""
 
     @release_on_failure
     def __init__(self, test: TestSpec, variant: Variant, rt: Runtime):
@@ -135,27 +134,22 @@ class StreamWorkload:
         self.n_vec = max(self.step, working_bytes(rt) // 16 // self.step * self.step)
         self.kernel = rt.compile(source("mem.cu"), {"MODE": sweeps.MODES[self.mode], "UNROLL": self.unroll,
                                                     "LAYOUT": sweeps.LAYOUTS[self.layout]}, "stream")
-        self.tile_read = self.mode == "read" and self.layout == "tile"
         self.src = rt.alloc(self.n_vec * 16)
-        out_vec = self.n_vec // self.unroll if self.tile_read else (self.threads if self.mode == "read" else self.n_vec)
-        self.dst = rt.alloc(out_vec * 16)
+        self.dst = rt.alloc((self.threads if self.mode == "read" else self.n_vec) * 16)
         fill = rt.compile(source("mem.cu"), {"MODE": sweeps.MODES["fill"]}, "stream")
         rt.launch(fill, self.resident, BLOCK, [self.dst, self.src, np.uint32(1), np.uint32(self.n_vec),
                                                np.uint32(0xFFFFFFFF), np.uint32(0)])
         layout = {"chunk": "a resident grid, a contiguous chunk per block, passes in the kernel",
                   "stride": "a resident grid striding through the buffer, passes in the kernel",
-                  "tile": "one block per tile of block * unroll vectors, as many as tiles each pass"}[self.layout]
+                  "tile": "one block per tile of block * unroll vectors, one launch per pass"}[self.layout]
         self.params = {"buffer_bytes": self.n_vec * 16, "block": BLOCK,
-                       "blocks": self.resident if self.mode == "read" and not self.tile_read else self.n_vec // self.tile,
+                       "blocks": self.resident if self.mode == "read" else self.n_vec // self.tile,
                        "access_bytes": 16, "unroll": self.unroll, "layout": layout,
                        "bytes_counted": "read + written" if self.mode == "copy" else self.mode}
         self.evidence = machine_code(rt, self.kernel)
 
     def run(self, size: int, n_vec: int | None = None, mask: int = 0xFFFFFFFF, shift: int = 0) -> float:
         n = n_vec or self.n_vec
-        if self.tile_read:
-            per, repeat = sweeps.tile_dispatches(size, n // self.tile, MAX_GRID)
-            return self.rt.launch(self.kernel, per * (n // self.tile), BLOCK, self._args(1, n, mask, shift), repeat=repeat)
         if self.mode == "read":
             return self.rt.launch(self.kernel, self.resident, BLOCK, self._args(size, n, mask, shift))
         return self.rt.launch(self.kernel, n // self.tile, BLOCK, self._args(1, n, mask, shift), repeat=size)
@@ -167,14 +161,10 @@ class StreamWorkload:
         return float(size) * self.n_vec * 16 * (2 if self.mode == "copy" else 1)
 
     def verify(self) -> str | None:
-        """One pass over the first few vectors per thread, checked in full against the host (the
-        tile read: each tile's total, its unused warp slots zeroed first)."""
+        """One pass over the first few vectors per thread, checked in full against the host."""
         n = self.step * 2
-        self.rt.fill(self.dst, 0 if self.tile_read else 0xFF)
+        self.rt.fill(self.dst, 0xFF)
         self.run(1, n)
-        if self.tile_read:
-            got = np.frombuffer(self.rt.download(self.dst, n // self.unroll * 16), np.uint32)
-            return sweeps.check_stream("read", got, n, n // self.tile, BLOCK, "tile")
         words = self.threads if self.mode == "read" else n
         got = np.frombuffer(self.rt.download(self.dst, words * 16), np.uint32)
         return sweeps.check_stream(self.mode, got, n, self.resident, BLOCK, self.layout)

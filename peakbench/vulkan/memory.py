@@ -29,11 +29,10 @@ def working_bytes(dev) -> int:
 class StreamWorkload:
     """memory.read / write / copy on one large buffer pair, filled with random-looking data.
 
-    The chunk and stride reads are a grid resident all at once (READ_BLOCKS_PER_UNIT workgroups
-    per compute unit) looping over the buffer `size` times inside the shader: a line is reread
-    only after the rest of the buffer went by, so the L2 cannot serve it. The tile read dispatches
-    `size` * tiles workgroups, taken in order. Write and copy launch one workgroup per tile and
-    repeat the dispatch `size` times (mem_stream.comp says why)."""
+    The read is a grid resident all at once (READ_BLOCKS_PER_UNIT workgroups per compute unit)
+    looping over the buffer `size` times inside the shader: a line is reread only after the rest
+    of the buffer went by, so the L2 cannot serve it. Write and copy launch one workgroup per tile
+    and repeat the dispatch `size` times (mem_stream.comp says why)."""
 
     @release_on_failure
     def __init__(self, test: TestSpec, variant: Variant, dev):
@@ -52,9 +51,8 @@ class StreamWorkload:
         settings = {"MODE": sweeps.MODES[self.mode], "UNROLL": self.unroll, "LAYOUT": sweeps.LAYOUTS[self.layout]}
         self.pipeline = dev.pipeline(compile_shader("mem_stream.comp", settings),
                                      bindings=2, local_size=LOCAL, push_bytes=16, label=test.name)
-        self.tile_read = self.mode == "read" and self.layout == "tile"
         self.src = dev.buffer(self.n_vec * 16)
-        out_vec = self.n_vec // self.unroll if self.tile_read else (self.threads if self.mode == "read" else self.n_vec)
+        out_vec = self.threads if self.mode == "read" else self.n_vec
         self.dst = dev.buffer(out_vec * 16)
         fill = dev.pipeline(compile_shader("mem_stream.comp", {"MODE": 3, "UNROLL": self.unroll}),
                             bindings=2, local_size=LOCAL, push_bytes=16, label="fill")
@@ -64,18 +62,15 @@ class StreamWorkload:
         dev.bind(self.pipeline, [self.src, self.dst])
         layout = {"chunk": "a resident grid, a contiguous chunk per workgroup, passes in the shader",
                   "stride": "a resident grid striding through the buffer, passes in the shader",
-                  "tile": "one workgroup per tile of workgroup_size * unroll vectors, as many as tiles each pass"}[self.layout]
+                  "tile": "one workgroup per tile of workgroup_size * unroll vectors, one dispatch per pass"}[self.layout]
         self.params = {"buffer_bytes": self.n_vec * 16, "workgroup_size": LOCAL,
-                       "workgroups": self.resident if self.mode == "read" and not self.tile_read else self.n_vec // self.tile,
+                       "workgroups": self.resident if self.mode == "read" else self.n_vec // self.tile,
                        "access_bytes": 16, "unroll": self.unroll, "layout": layout,
                        "bytes_counted": "read + written" if self.mode == "copy" else self.mode}
         self.evidence = {"pipeline_statistics": self.pipeline.statistics} if self.pipeline.statistics else {}
 
     def run(self, size: int, n_vec: int | None = None, mask: int = 0xFFFFFFFF, shift: int = 0) -> float:
         n = n_vec or self.n_vec
-        if self.tile_read:
-            per, repeat = sweeps.tile_dispatches(size, n // self.tile, self.dev.caps.max_workgroups)
-            return self.dev.dispatch(self.pipeline, per * (n // self.tile), [1, n, mask, shift], repeat=repeat)
         if self.mode == "read":
             return self.dev.dispatch(self.pipeline, self.resident, [size, n, mask, shift])
         return self.dev.dispatch(self.pipeline, n // self.tile, [1, n, mask, shift], repeat=size)
@@ -84,14 +79,10 @@ class StreamWorkload:
         return float(size) * self.n_vec * 16 * (2 if self.mode == "copy" else 1)
 
     def verify(self) -> str | None:
-        """One pass over the first few vectors per thread, checked in full against the host (the
-        tile read: each tile's total, its unused subgroup slots zeroed first)."""
+        """One pass over the first few vectors per thread, checked in full against the host."""
         n = self.step * 2
-        self.dev.fill(self.dst, 0 if self.tile_read else 0xFFFFFFFF)
+        self.dev.fill(self.dst, 0xFFFFFFFF)
         self.run(1, n)
-        if self.tile_read:
-            got = np.frombuffer(self.dev.download(self.dst, n // self.unroll * 16), np.uint32)
-            return sweeps.check_stream("read", got, n, n // self.tile, LOCAL, "tile")
         words = self.threads if self.mode == "read" else n
         got = np.frombuffer(self.dev.download(self.dst, words * 16), np.uint32)
         return sweeps.check_stream(self.mode, got, n, self.resident, LOCAL, self.layout)

@@ -121,13 +121,8 @@ class AluWorkload:
 
 
 def variants(test: TestSpec, dev) -> tuple[Variant, ...]:
-    """The catalog's variants (less the tile read where subgroup arithmetic, which it reduces
-    with, is missing), or for matrix tests the shapes this driver reports."""
-    if test.family == "matrix":
-        return coopmat.variants(test, dev)
-    if test.name == "memory.read" and not dev.caps.subgroup_arithmetic:
-        return tuple(v for v in test.variants if v.name != "tile")
-    return test.variants
+    """The catalog's variants, or for matrix tests the shapes this driver reports."""
+    return coopmat.variants(test, dev) if test.family == "matrix" else test.variants
 
 
 def prepare(test: TestSpec, variant: Variant, dev):
