@@ -330,6 +330,17 @@ def test_plot_writes_latency_and_bandwidth_charts(tmp_path):
     assert all(f.read_bytes().startswith(b"\x89PNG") and f.stat().st_size > 5000 for f in files)
 
 
+def test_each_latency_level_gets_the_read_rate_over_its_working_sets():
+    from peakbench.report import plots
+    sweep = {"working_set_bytes": [4096 << i for i in range(6)], "GB/s": [900.0, 910.0, 300.0, 120.0, 100.0, 90.0]}
+    by_test = {"memory.read": {"status": "ok", "series": sweep},
+               "latency.l1": {"status": "ok", "params": {"working_sets_bytes": [4096, 8192]}},
+               "latency.l2": {"status": "unsupported", "params": {}},
+               "latency.dram": {"status": "ok", "params": {"working_sets_bytes": [32768, 131072]}}}
+    assert plots.level_bandwidths(by_test) == [("L1", 4096, 8192, 910.0), ("DRAM", 32768, 131072, 100.0)]
+    assert plots.level_bandwidths({"latency.l1": by_test["latency.l1"]}) == []     # no read sweep
+
+
 def test_plot_into_a_file_is_a_usage_error(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     target = tmp_path / "file"

@@ -1,5 +1,6 @@
-"""PNG charts of the working-set sweeps (latency and bandwidth), levels marked. Needs matplotlib
-(pip install 'peakbench[plot]'); imported only for --plot."""
+"""PNG charts of the working-set sweeps (latency and bandwidth), levels marked: the latency of
+each level the chase found, and on the bandwidth chart the same levels' working sets with the
+read rate over them. Needs matplotlib (pip install 'peakbench[plot]'); imported only for --plot."""
 from __future__ import annotations
 
 import re
@@ -26,6 +27,29 @@ def _bytes_label(n: float) -> str:
     return f"{n:g} B"
 
 
+LEVELS = ("latency.l0", "latency.l1", "latency.l2", "latency.l3", "latency.dram")
+
+
+def _rate_label(gbs: float) -> str:
+    return f"{gbs / 1000:.1f} TB/s" if gbs >= 1000 else f"{gbs:.0f} GB/s"
+
+
+def level_bandwidths(by_test: dict) -> list[tuple[str, int, int, float]]:
+    """(level, first and last working set, median read GB/s over them) for each latency level
+    found, from the read sweep: the bandwidth of each level the chase found."""
+    read = by_test.get("memory.read") or {}
+    series = read.get("series") or {}
+    points = list(zip(series.get("working_set_bytes", []), series.get("GB/s", [])))
+    out = []
+    for test in LEVELS:
+        r = by_test.get(test) or {}
+        span = (r.get("params") or {}).get("working_sets_bytes")
+        rates = sorted(g for w, g in points if span and span[0] <= w <= span[1])
+        if r.get("status") == "ok" and rates:
+            out.append((test.split(".")[1].upper(), span[0], span[1], rates[len(rates) // 2]))
+    return out
+
+
 def write(runs: list[dict], folder: str | Path) -> list[Path]:
     """One latency and one bandwidth chart per run that has the sweeps; returns the files."""
     import matplotlib
@@ -42,8 +66,7 @@ def write(runs: list[dict], folder: str | Path) -> list[Path]:
         charts = []
         latency = next((r for r in run["results"] if r["test"].startswith("latency.") and r.get("series")), None)
         if latency:
-            levels = [(t.split(".")[1].upper(), by_test[t]["value"]) for t in
-                      ("latency.l0", "latency.l1", "latency.l2", "latency.l3", "latency.dram")
+            levels = [(t.split(".")[1].upper(), by_test[t]["value"]) for t in LEVELS
                       if by_test.get(t, {}).get("status") == "ok"]
             charts.append(("latency", latency["series"], "ns", "load-to-use latency (ns)", levels))
         read = by_test.get("memory.read")
@@ -63,6 +86,11 @@ def write(runs: list[dict], folder: str | Path) -> list[Path]:
                 ax.axhline(value, color="grey", lw=0.8, ls="--")
                 ax.annotate(f"{label} {value:.0f} ns", (series["working_set_bytes"][0], value),
                             textcoords="offset points", xytext=(2, 3), fontsize=8, color="dimgrey")
+            if kind == "bandwidth":     # the chase's levels, shaded, with the read rate over each
+                for i, (label, first, last, gbs) in enumerate(level_bandwidths(by_test)):
+                    ax.axvspan(first, last, color="tab:blue", alpha=0.06 if i % 2 else 0.12, lw=0)
+                    ax.annotate(f"{label} {_rate_label(gbs)}", (first, gbs), textcoords="offset points",
+                                xytext=(2, 4), fontsize=8, color="dimgrey")
             ax.set_title(f"{run['device']['name']} ({run['backend']}, driver {run['device']['driver']}): {kind}")
             ax.grid(True, which="major", alpha=0.3)
             fig.tight_layout()
