@@ -17,8 +17,10 @@
 // The stream runs the chunk with shift 0 and mask all ones: each workgroup rereads its own
 // slice, a whole buffer of traffic later. The cache sweep (harness/sweeps.py) runs it with mask =
 // working set - 1 and shift = workgroups | 1: each pass the grid reads the next window of slices,
-// so every line comes back one working set of traffic later, and each workgroup (an odd step
-// around a power-of-two ring) visits every slice, so its own L1 never holds its next one.
+// so once the ring has as many slices as workgroups a line comes back one working set of traffic
+// later (below, several workgroups read a slice in one pass, all inside the caches), and each
+// workgroup (an odd step around a power-of-two ring) visits every slice, so its own L1 never
+// holds its next one.
 // Defines: MODE, UNROLL, LAYOUT, SUMS. n_vec is a multiple of threads * UNROLL.
 #extension GL_EXT_control_flow_attributes : require
 // The read adds its UNROLL loads into SUMS partial sums. NVIDIA's Vulkan compiler (580.159.04,

@@ -337,7 +337,7 @@ def test_each_latency_level_gets_the_read_rate_over_its_working_sets():
                "latency.l1": {"status": "ok", "params": {"working_sets_bytes": [4096, 8192]}},
                "latency.l2": {"status": "unsupported", "params": {}},
                "latency.dram": {"status": "ok", "params": {"working_sets_bytes": [32768, 131072]}}}
-    assert plots.level_bandwidths(by_test) == [("L1", 4096, 8192, 910.0), ("DRAM", 32768, 131072, 100.0)]
+    assert plots.level_bandwidths(by_test) == [("L1", 4096, 8192, 905.0), ("DRAM", 32768, 131072, 100.0)]
     assert plots.level_bandwidths({"latency.l1": by_test["latency.l1"]}) == []     # no read sweep
 
 

@@ -53,10 +53,11 @@ CHASE_MAX = 512 << 20
 # The read grid: two workgroups per compute unit. The read kernels need up to 128 registers a
 # thread (94 on sm_90), so two of 256 threads fit on any NVIDIA SM or AMD CU: the whole grid is
 # resident at once. A larger grid runs in waves, and each wave rereads a fraction of the buffer
-# that can fit in the L2 (the H200's sweep showed 12-14 TB/s at 64-256 MiB that way).
+# that can fit in the L2 (the H200's sweep showed 11.9-15.2 TB/s at 64-256 MiB that way).
 READ_BLOCKS_PER_UNIT = 2
-# The chase walks the whole cycle once untimed (up to this many loads) before it is timed, so
-# every timed load revisits a line one working set ago rather than touching it first.
+# The chase walks the whole cycle once untimed (up to this many loads) before it is timed, so up
+# to 128 MiB every timed load revisits a line one working set ago rather than touching it first;
+# past that the walk still visits every page, so translation is warm.
 WARM_LOADS = 1 << 20
 
 
@@ -139,7 +140,8 @@ def sweep_point(ws: int, blocks: int, tile: int) -> tuple[int, int, int]:
     private slices: each workgroup rereads its own ws / blocks (less the last part tile), as the
     stream does. Rotating slices there gave L2 hits the working set cannot explain: over a long
     launch the workgroups drift apart, and one then rereads lines another just pulled into the L2
-    (on the H200, 5.3 TB/s at 256 MiB, four times the L2, and more the more passes a launch ran)."""
+    (H200, 128 MiB, twice the L2: 4.08, 4.52 and 5.26 TB/s after 8, 32 and 128 passes a launch,
+    scripts/probes/cuda_memory.py; private slices 4.57)."""
     if ws // 16 // blocks >= PRIVATE_SLICE // 16:
         return blocks * (ws // 16 // blocks // tile * tile), 0xFFFFFFFF, 0
     return blocks * sweep_span(ws, blocks, tile), ws // 16 - 1, sweep_shift(blocks)
@@ -150,8 +152,8 @@ def bandwidth_sweep(run: Callable[[int, int, int, int], float], blocks: int, til
     """Read bandwidth over working sets of 4 KiB to `max_bytes`, on the chunk read kernel:
     `run(passes, n_vec, mask, shift)` has `blocks` workgroups read n_vec / blocks vectors each per
     pass, laid out by sweep_point, so the rate is that of the level the working set fits in.
-    Below blocks * tile bytes the slices overlap (several workgroups read each in a pass): those
-    sizes are inside the caches."""
+    Below blocks * tile vectors (16.5 MiB on the H200) the slices overlap (several workgroups read
+    each in a pass): those sizes are inside the caches."""
     sizes, rates = [], []
     ws = FIRST_BYTES
     while ws <= max_bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from statistics import median
 
 
 def available() -> str | None:
@@ -44,9 +45,9 @@ def level_bandwidths(by_test: dict) -> list[tuple[str, int, int, float]]:
     for test in LEVELS:
         r = by_test.get(test) or {}
         span = (r.get("params") or {}).get("working_sets_bytes")
-        rates = sorted(g for w, g in points if span and span[0] <= w <= span[1])
+        rates = [g for w, g in points if span and span[0] <= w <= span[1]]
         if r.get("status") == "ok" and rates:
-            out.append((test.split(".")[1].upper(), span[0], span[1], rates[len(rates) // 2]))
+            out.append((test.split(".")[1].upper(), span[0], span[1], median(rates)))
     return out
 
 
