@@ -70,10 +70,11 @@ def read_sums(n: int, blocks: int, block: int, layout: str = "chunk", passes: in
         src = filled(n).astype(np.uint64)
         return (passes * src.reshape(-1, blocks * block, 4).sum(axis=0) % (1 << 32)).astype(np.uint32)
     span, total = n // blocks, np.zeros((blocks, block, 4), np.uint64)
+    src = filled(n if mask == 0xFFFFFFFF else mask + 1).astype(np.uint64)    # what the indices reach
     for p in range(passes):
         starts = (np.arange(blocks, dtype=np.uint64) + p * shift) * span % (1 << 32)
         index = (starts[:, None] + np.arange(span, dtype=np.uint64)) & mask
-        total += filled(int(index.max()) + 1).astype(np.uint64)[index].reshape(blocks, -1, block, 4).sum(axis=1)
+        total += src[index].reshape(blocks, -1, block, 4).sum(axis=1)
     return (total % (1 << 32)).astype(np.uint32).reshape(blocks * block, 4)
 
 

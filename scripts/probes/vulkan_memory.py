@@ -62,6 +62,19 @@ def read_sums(dev) -> None:
         w.close()
 
 
+def tile_gbs(dev, w: StreamWorkload, code: bytes, local: int, unroll: int, label: str) -> float:
+    """GB/s of a write/copy tile shader on w's buffers: 16 dispatches, one per pass, after 4."""
+    p = dev.pipeline(code, bindings=2, local_size=local, push_bytes=16, label=label)
+    try:
+        dev.bind(p, [w.src, w.dst])
+        groups, push = w.n_vec // (local * unroll), [1, w.n_vec, 0xFFFFFFFF, 0]
+        dev.dispatch(p, groups, push, repeat=4)
+        seconds = np.median([dev.dispatch(p, groups, push, repeat=16) for _ in range(3)])
+        return w.work(16) / seconds / 1e9
+    finally:
+        dev.destroy(p)
+
+
 def tile_shapes(dev) -> None:
     print("3. write/copy tiles, workgroup size x vectors per thread (GB/s)")
     for test in ("memory.write", "memory.copy"):
@@ -70,14 +83,8 @@ def tile_shapes(dev) -> None:
         try:
             for local in (128, 256, 1024):
                 for unroll in (1, 4):
-                    p = dev.pipeline(compile_shader("mem_stream.comp", {"MODE": sweeps.MODES[w.mode], "UNROLL": unroll}),
-                                     bindings=2, local_size=local, push_bytes=16, label="tile")
-                    dev.bind(p, [w.src, w.dst])
-                    groups = w.n_vec // (local * unroll)
-                    dev.dispatch(p, groups, [1, w.n_vec, 0xFFFFFFFF, 0], repeat=4)
-                    seconds = np.median([dev.dispatch(p, groups, [1, w.n_vec, 0xFFFFFFFF, 0], repeat=16) for _ in range(3)])
-                    row.append(f"{local}x{unroll} {w.work(16) / seconds / 1e9:.0f}")
-                    dev.destroy(p)
+                    code = compile_shader("mem_stream.comp", {"MODE": sweeps.MODES[w.mode], "UNROLL": unroll})
+                    row.append(f"{local}x{unroll} {tile_gbs(dev, w, code, local, unroll, 'tile'):.0f}")
         finally:
             w.close()
         print(f"   {test}: " + ", ".join(row))
@@ -156,13 +163,7 @@ def write_variants(dev, title: str = "1. the write with other qualifiers and dat
     row = []
     try:
         for name, variant in variants.items():
-            p = dev.pipeline(glsl(variant, {"MODE": 1, "UNROLL": 1}), bindings=2, local_size=LOCAL, push_bytes=16, label=name)
-            dev.bind(p, [w.src, w.dst])
-            groups = w.n_vec // LOCAL
-            dev.dispatch(p, groups, [1, w.n_vec, 0xFFFFFFFF, 0], repeat=4)
-            seconds = np.median([dev.dispatch(p, groups, [1, w.n_vec, 0xFFFFFFFF, 0], repeat=16) for _ in range(3)])
-            row.append(f"{name} {w.work(16) / seconds / 1e9:.0f}")
-            dev.destroy(p)
+            row.append(f"{name} {tile_gbs(dev, w, glsl(variant, {'MODE': 1, 'UNROLL': 1}), LOCAL, 1, name):.0f}")
     finally:
         w.close()
     print("   " + ", ".join(row))
