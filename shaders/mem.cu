@@ -3,20 +3,26 @@
 //
 // stream: 16-byte accesses, UNROLL in flight per thread, in the layout that measured fastest
 // for each on the H200 (PERFORMANCE_ANALYSIS.md):
-// - read: a grid small enough to be resident at once (two blocks per SM/CU, so nothing runs in
-//   a later wave), `passes` sweeps (bytes per launch = passes * n_vec * 16). LAYOUT 0 (chunk):
-//   block b reads slice b + pass * shift of n_vec / blocks vectors, its index wrapped at `mask`;
-//   LAYOUT 1 (stride): the whole grid strides through the buffer. Which is faster differed
-//   between boards (PERFORMANCE_ANALYSIS.md), so both run and the faster one counts.
+// - read: LAYOUT 2 (rows): the buffer as UNROLL rows of n_vec / UNROLL vectors; block b reads
+//   column b % columns of every row (columns = row / blockDim), so the blocks running at once
+//   advance as UNROLL fronts through memory. `passes` is ignored: the host launches passes *
+//   columns blocks, short-lived and taken in order, so a fast SM takes more of them and no SM
+//   waits for a slow one's share. Each block stores its column's total at dst[column].
+//   LAYOUT 0 (chunk) and 1 (stride) are a grid small enough to be resident at once (two blocks
+//   per SM/CU), `passes` sweeps in the kernel (bytes per launch = passes * n_vec * 16): block b
+//   reads slice b + pass * shift of n_vec / blocks vectors, its index wrapped at `mask`, or the
+//   whole grid strides through the buffer. The fastest layout differed between boards
+//   (PERFORMANCE_ANALYSIS.md), so all run and the fastest counts.
 // - write, copy: one tile of blockDim * UNROLL vectors per block, as many blocks as tiles: the
 //   blocks retire in order, so the stores advance through memory as one front. One launch is one
 //   pass (n_vec * 16 bytes written; copy counts read + written, 2 * n_vec * 16); the host
 //   repeats launches (a pass loop inside the kernel would rewrite lines still in the L2).
 // MODE 0 read: every lane of every vector is summed (a sum of only .x would let the compiler
-//   narrow the 16-byte loads) and each thread stores its sum, which the host checks. The stream
-//   runs the chunk with shift 0 and mask all ones; the cache sweep with mask = working set - 1
-//   and shift = blocks | 1, so every line comes back one working set of traffic later and a
-//   block never finds its next slice in its own L1 (mem_stream.comp says more).
+//   narrow the 16-byte loads); each thread of the chunk and stride reads stores its sum, which
+//   the host checks. The stream runs the chunk with shift 0 and mask all ones; the cache sweep
+//   with mask = working set - 1 and shift = blocks | 1, so every line comes back one working set
+//   of traffic later and a block never finds its next slice in its own L1 (mem_stream.comp says
+//   more).
 // MODE 1 write: v[j] = pattern(j); MODE 2 copy: dst[i] = src[i]; MODE 3 fill: src[i] =
 //   hash(i), the random-looking data every test reads (nothing compressible).
 // Defines: MODE, UNROLL, LAYOUT, SUMS (stream); CLOCK (chase). n_vec is a multiple of threads * UNROLL.
@@ -59,6 +65,27 @@ __device__ __forceinline__ unsigned hash(unsigned x) {   // lowbias32: a bijecti
     return x;
 }
 
+__device__ __forceinline__ unsigned warp_sum(unsigned v) {
+#if defined(__HIP_PLATFORM_AMD__)
+    for (int offset = warpSize / 2; offset; offset >>= 1) v += __shfl_xor(v, offset);
+#else
+    for (int offset = 16; offset; offset >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, offset);
+#endif
+    return v;
+}
+
+__device__ uint4 block_sum(uint4 v) {     // every thread's vector added up; valid in thread 0
+    __shared__ uint4 part[32];            // one per warp: 1024 threads / 32 lanes at most
+    v = make_uint4(warp_sum(v.x), warp_sum(v.y), warp_sum(v.z), warp_sum(v.w));
+    if (threadIdx.x % warpSize == 0) part[threadIdx.x / warpSize] = v;
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (unsigned w = 1; w < blockDim.x / warpSize; w++) {
+            v.x += part[w].x; v.y += part[w].y; v.z += part[w].z; v.w += part[w].w;
+        }
+    return v;
+}
+
 extern "C" __global__ void stream(const uint4* __restrict__ src, uint4* __restrict__ dst, unsigned passes,
                                   unsigned n_vec, unsigned mask, unsigned shift) {
 #if MODE == 3
@@ -79,7 +106,7 @@ extern "C" __global__ void stream(const uint4* __restrict__ src, uint4* __restri
                 acc[u % SUMS].x += v.x; acc[u % SUMS].y += v.y; acc[u % SUMS].z += v.z; acc[u % SUMS].w += v.w;
             }
     }
-#else
+#elif LAYOUT == 1
     const unsigned base = blockIdx.x * blockDim.x + threadIdx.x, lane = gridDim.x * blockDim.x;
     for (unsigned pass = 0; pass < passes; pass++)
         for (unsigned i = 0; i < n_vec; i += lane * UNROLL)
@@ -88,11 +115,24 @@ extern "C" __global__ void stream(const uint4* __restrict__ src, uint4* __restri
                 uint4 v = src[base + i + u * lane];
                 acc[u % SUMS].x += v.x; acc[u % SUMS].y += v.y; acc[u % SUMS].z += v.z; acc[u % SUMS].w += v.w;
             }
+#else
+    const unsigned row = n_vec / UNROLL, column = blockIdx.x % (row / blockDim.x);
+    const unsigned at = column * blockDim.x + threadIdx.x;
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+        uint4 v = src[u * row + at];
+        acc[u % SUMS].x += v.x; acc[u % SUMS].y += v.y; acc[u % SUMS].z += v.z; acc[u % SUMS].w += v.w;
+    }
 #endif
     uint4 sum = acc[0];
 #pragma unroll
     for (int u = 1; u < SUMS; u++) { sum.x += acc[u].x; sum.y += acc[u].y; sum.z += acc[u].z; sum.w += acc[u].w; }
+#if LAYOUT == 2
+    sum = block_sum(sum);
+    if (threadIdx.x == 0) dst[column] = sum;
+#else
     dst[blockIdx.x * blockDim.x + threadIdx.x] = sum;
+#endif
 #else
     const unsigned base = blockIdx.x * blockDim.x * UNROLL + threadIdx.x;
 #pragma unroll

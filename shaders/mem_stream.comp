@@ -1,17 +1,23 @@
 #version 450
 // Memory bandwidth, kernel family "stream" (peakbench/catalog/memory.py): 16-byte accesses,
 // UNROLL in flight per thread, in the layout that measured fastest for each on the H200:
-// - read: a grid small enough to be resident at once (two workgroups per compute unit, so
-//   nothing runs in a later wave), PASSES sweeps (bytes per dispatch = passes * n_vec * 16).
-//   LAYOUT 0 (chunk): workgroup g reads slice g + pass * shift of n_vec / workgroups vectors,
-//   its index wrapped at `mask`; LAYOUT 1 (stride): the whole grid strides through the buffer.
-//   Which is faster differed between boards (PERFORMANCE_ANALYSIS.md), so both run and the
-//   faster one counts.
+// - read: LAYOUT 2 (rows): the buffer as UNROLL rows of n_vec / UNROLL vectors; workgroup w
+//   reads column w % columns of every row (columns = row / local_size), so the workgroups
+//   running at once advance as UNROLL fronts through memory. `passes` is ignored: the host
+//   dispatches passes * columns workgroups, short-lived and taken in order, so a fast compute
+//   unit takes more of them and none waits for a slow one's share. Each workgroup stores its
+//   column's total at dst[column].
+//   LAYOUT 0 (chunk) and 1 (stride) are a grid small enough to be resident at once (two
+//   workgroups per compute unit), PASSES sweeps in the shader (bytes per dispatch = passes *
+//   n_vec * 16): workgroup g reads slice g + pass * shift of n_vec / workgroups vectors, its
+//   index wrapped at `mask`, or the whole grid strides through the buffer. The fastest layout
+//   differed between boards (PERFORMANCE_ANALYSIS.md), so all run and the fastest counts.
 // - write, copy: one tile of local_size * UNROLL vectors per workgroup, as many workgroups as
 //   tiles, retiring in order, so the stores advance through memory as one front. One dispatch is
 //   one pass (n_vec * 16 bytes written; copy counts read + written); the host repeats dispatches.
 // MODE 0 read: every lane of every vector is summed (a sum of only .x would let a compiler
-//   narrow the 16-byte loads) and each thread stores its sum, which the host checks.
+//   narrow the 16-byte loads); each thread of the chunk and stride reads stores its sum, which
+//   the host checks.
 // MODE 1 write: v[i] = pattern(i); MODE 2 copy: dst[i] = src[i]; MODE 3 fill: src[i] =
 // hash(i), the random-looking data every test reads (no compressible zeros).
 // The stream runs the chunk with shift 0 and mask all ones: each workgroup rereads its own
@@ -23,6 +29,9 @@
 // holds its next one.
 // Defines: MODE, UNROLL, LAYOUT, SUMS. n_vec is a multiple of threads * UNROLL.
 #extension GL_EXT_control_flow_attributes : require
+#if MODE == 0 && LAYOUT == 2
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 // The read adds its UNROLL loads into SUMS partial sums. NVIDIA's Vulkan compiler (580.159.04,
 // H200, 16 loads) issues the loads ahead only with several sums, and spills with 16
 // (scripts/probes/vulkan_memory.py): 16 sums, 128 registers + 7 KiB shared spill, 20.8 TB/s from
@@ -36,6 +45,10 @@ layout(local_size_x_id = 0) in;
 layout(push_constant) uniform Push { uint passes; uint n_vec; uint mask; uint shift; } push;
 layout(std430, binding = 0) restrict readonly buffer Src { uvec4 src[]; };
 layout(std430, binding = 1) restrict writeonly buffer Dst { uvec4 dst[]; };
+
+#if MODE == 0 && LAYOUT == 2
+shared uvec4 part[gl_WorkGroupSize.x];          // a subgroup's sum each (one lane per subgroup at least)
+#endif
 
 uint hash(uint x) {            // lowbias32 (Wellons): a bijection with good avalanche
     x ^= x >> 16; x *= 0x7feb352dU; x ^= x >> 15; x *= 0x846ca68bU; x ^= x >> 16;
@@ -59,16 +72,31 @@ void main() {
             [[unroll]] for (uint u = 0; u < UNROLL; u++)
                 acc[u % SUMS] += src[(base + i + u * lane) & push.mask];
     }
-#else
+#elif LAYOUT == 1
     uint lane = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     for (uint pass = 0; pass < push.passes; pass++)
         for (uint i = 0; i < push.n_vec; i += lane * UNROLL)
             [[unroll]] for (uint u = 0; u < UNROLL; u++)
                 acc[u % SUMS] += src[tid + i + u * lane];
+#else
+    uint row = push.n_vec / UNROLL, column = gl_WorkGroupID.x % (row / gl_WorkGroupSize.x);
+    uint at = column * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+    [[unroll]] for (uint u = 0; u < UNROLL; u++)
+        acc[u % SUMS] += src[u * row + at];
 #endif
     uvec4 sum = acc[0];
     [[unroll]] for (uint u = 1; u < SUMS; u++) sum += acc[u];
+#if LAYOUT == 2
+    sum = subgroupAdd(sum);                       // then one per subgroup, added by the first lane
+    if (subgroupElect()) part[gl_SubgroupID] = sum;
+    barrier();
+    if (gl_LocalInvocationID.x == 0) {
+        for (uint s = 1; s < gl_NumSubgroups; s++) sum += part[s];
+        dst[column] = sum;
+    }
+#else
     dst[tid] = sum;
+#endif
 #else
     uint base = gl_WorkGroupID.x * gl_WorkGroupSize.x * UNROLL + gl_LocalInvocationID.x;
     [[unroll]] for (uint u = 0; u < UNROLL; u++) {

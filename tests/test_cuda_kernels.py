@@ -87,17 +87,22 @@ def mem_ptx(tmp_path, **defines) -> str:
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
-@pytest.mark.parametrize("mode, load, store", [(0, r"ld\.global\.nc\.v4\.u32", r"st\.global\.v4\.u32"),
-                                               (1, None, r"st\.global\.v4\.u32"),
-                                               (2, r"ld\.global\.nc\.v4\.u32", r"st\.global\.v4\.u32")],
-                         ids=["read", "write", "copy"])
-def test_stream_moves_16_bytes_per_access(tmp_path, mode, load, store):
-    ptx = mem_ptx(tmp_path, MODE=mode, UNROLL=4)
+@pytest.mark.parametrize("mode, layout, load, store", [(0, 0, r"ld\.global\.nc\.v4\.u32", r"st\.global\.v4\.u32"),
+                                                       (0, 1, r"ld\.global\.nc\.v4\.u32", r"st\.global\.v4\.u32"),
+                                                       (0, 2, r"ld\.global\.nc\.v4\.u32", r"st\.global\.v4\.u32"),
+                                                       (1, 0, None, r"st\.global\.v4\.u32"),
+                                                       (2, 0, r"ld\.global\.nc\.v4\.u32", r"st\.global\.v4\.u32")],
+                         ids=["read-chunk", "read-stride", "read-rows", "write", "copy"])
+def test_stream_moves_16_bytes_per_access(tmp_path, mode, layout, load, store):
+    ptx = mem_ptx(tmp_path, MODE=mode, UNROLL=4, LAYOUT=layout)
     stream = ptx[ptx.index(".entry stream"):ptx.index(".entry chase")]
     if load:
         assert len(re.findall(load, stream)) >= 4, "the 16-byte loads were split or lost"
         assert not re.search(r"ld\.global(\.nc)?\.u32", stream), "a narrow load in the stream loop"
     assert re.search(store, stream)
+    if layout == 2:     # the rows read adds a block's sums by warp shuffles (5 steps x 4 words), then one barrier
+        assert len(re.findall(r"shfl\.sync\.bfly\.b32", stream)) == 4 * 5
+        assert len(re.findall(r"bar\.sync", stream)) == 1
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")

@@ -111,6 +111,26 @@ def test_stream_check_names_the_first_wrong_word():
     assert sweeps.check_stream("read", (sums % (1 << 32)).astype(np.uint32), n, blocks, block, "stride") is not None
 
 
+def test_the_rows_read_checks_each_columns_total():
+    # 16 vectors as 2 rows of 2 columns of 4 (the workgroup size): column c is vectors
+    # 4c..4c+3 of row 0 and 8+4c..8+4c+3 of row 1.
+    v = sweeps.filled(16).astype(np.uint64)
+    want = np.array([v[0:4].sum(axis=0) + v[8:12].sum(axis=0), v[4:8].sum(axis=0) + v[12:16].sum(axis=0)])
+    want = (want % (1 << 32)).astype(np.uint32)
+    assert (sweeps.read_sums(16, 2, 4, "rows", rows=2) == want).all()
+    assert sweeps.check_stream("read", want.copy(), 16, 2, 4, "rows", rows=2) is None
+    tiles = (v.reshape(2, 8, 4).sum(axis=1) % (1 << 32)).astype(np.uint32)   # contiguous tiles instead
+    assert "differ from the host reference" in sweeps.check_stream("read", tiles, 16, 2, 4, "rows", rows=2)
+
+
+def test_rows_reads_split_into_as_few_dispatches_as_the_grid_limit_allows():
+    assert sweeps.row_dispatches(64, 1024, 65535) == (32, 2)
+    assert sweeps.row_dispatches(1, 1024, 65535) == (1, 1)
+    assert sweeps.row_dispatches(48, 1024, (1 << 31) - 1) == (48, 1)
+    assert sweeps.row_dispatches(6, 1024, 4096) == (3, 2)      # a divisor, so passes stay exact
+    assert sweeps.row_dispatches(4, 1 << 20, 65535) == (1, 4)  # more columns than the limit: one pass each
+
+
 def test_read_sums_follow_the_rotating_slices():
     # 2 blocks of 2 threads, 8 vectors: slices of 4. Pass 0: block b reads slice b; pass 1 (shift 1,
     # wrapped at 8 vectors): block 0 reads slice 1, block 1 slice 2 = slice 0.
@@ -238,6 +258,39 @@ def test_stream_kernels_verify_and_a_planted_fault_is_caught(vulkan_device, test
         w.close()
 
 
+READS = CATALOG.get("memory.read").variants
+
+
+@pytest.mark.parametrize("variant", READS, ids=[v.name for v in READS])
+def test_every_read_layout_verifies_and_a_planted_fault_is_caught(vulkan_device, variant):
+    w = vulkan_device.prepare(CATALOG.get("memory.read"), variant)
+    try:
+        assert w.verify() is None
+        assert w.work(3) == 3 * w.params["buffer_bytes"]
+        vulkan_device.fill(w.src, 0x01010101)
+        assert "differ from the host reference" in (w.verify() or "")
+    finally:
+        w.close()
+
+
+def test_the_rows_read_dispatches_passes_times_columns_workgroups(vulkan_device):
+    test = CATALOG.get("memory.read")
+    w = vulkan_device.prepare(test, next(v for v in test.variants if v.name == "rows"))
+    try:
+        columns, seen = w.n_vec // w.tile, []
+        dispatch = vulkan_device.dispatch
+        vulkan_device.dispatch = lambda p, groups, push, **kw: seen.append((groups, kw.get("repeat", 1))) or dispatch(p, groups, push, **kw)
+        try:
+            w.run(2)
+        finally:
+            vulkan_device.dispatch = dispatch
+        per, repeat = seen[0]
+        assert per * repeat == 2 * columns and per % columns == 0
+        assert w.params["workgroups"] == columns
+    finally:
+        w.close()
+
+
 def test_the_sweep_kernel_reads_the_rotating_slices_the_host_expects(vulkan_device):
     test = CATALOG.get("memory.read")
     chunk = next(v for v in test.variants if v.name == "chunk")
@@ -259,7 +312,7 @@ def test_the_sweep_kernel_reads_the_rotating_slices_the_host_expects(vulkan_devi
 
 def test_read_sweep_covers_each_working_set(vulkan_device):
     test = CATALOG.get("memory.read")
-    w = vulkan_device.prepare(test, test.variants[0])
+    w = vulkan_device.prepare(test, next(v for v in test.variants if v.name == "chunk"))
     try:
         s = w.sweep(0.001)
     finally:

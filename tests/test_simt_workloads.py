@@ -52,7 +52,7 @@ def lowbias32(x):
 
 
 def stream_player(bug: str = ""):
-    """shaders/mem.cu `stream`, by its comment: fill, read (chunk or stride), write/copy tiles."""
+    """shaders/mem.cu `stream`, by its comment: fill, read (chunk, stride or rows), write/copy tiles."""
     def play(fake, launch):
         d = fake_hip.defines(launch["options"])
         mode, unroll, layout = int(d["MODE"]), int(d.get("UNROLL", 4)), int(d.get("LAYOUT", 0))
@@ -64,6 +64,14 @@ def stream_player(bug: str = ""):
         if mode == 3:
             i = np.arange(n, dtype=np.uint64)
             dst[:n] = np.stack([lowbias32(4 * i + k) for k in range(4)], axis=1)
+        elif mode == 0 and layout == 2:       # unroll rows; block b sums column b % columns of each
+            row = n // unroll
+            columns = row // block
+            for b in range(blocks):
+                c = (b + (1 if bug == "layout" else 0)) % columns
+                at = c * block + np.arange(block)
+                total = sum(src[u * row + at].astype(np.uint64).sum(axis=0) for u in range(unroll))
+                dst[b % columns] = (total % (1 << 32)).astype(np.uint32)
         elif mode == 0:
             chunk = layout == 0 and bug != "layout"
             span, lane = (n // blocks, block) if chunk else (n, blocks * block)
@@ -84,7 +92,7 @@ def stream_player(bug: str = ""):
     return play
 
 
-@pytest.mark.parametrize("test, layout", [("memory.read", "chunk"), ("memory.read", "stride"),
+@pytest.mark.parametrize("test, layout", [("memory.read", "chunk"), ("memory.read", "stride"), ("memory.read", "rows"),
                                           ("memory.write", "tile"), ("memory.copy", "tile")])
 def test_streams_verify_and_count_their_bytes(rt, test, layout):
     rt.fake.kernels["stream"] = stream_player()
@@ -97,7 +105,10 @@ def test_streams_verify_and_count_their_bytes(rt, test, layout):
         launches = len(rt.fake.launches)
         w.run(3)
         runs = rt.fake.launches[launches:]
-        if layout == "tile":          # one launch per pass, one block per tile
+        if layout == "rows":          # one launch of 3 passes' columns, taken in order
+            assert len(runs) == 1 and runs[0]["grid"][0] == 3 * w.n_vec // (w.block * variant.unroll)
+            assert runs[0]["block"][0] == w.block == 1024
+        elif layout == "tile":        # one launch per pass, one block per tile
             assert len(runs) == 3 and runs[0]["grid"][0] == w.n_vec // (256 * variant.unroll)
         else:                         # a resident grid (2 blocks per CU), the passes inside
             assert len(runs) == 1 and runs[0]["grid"][0] == 4 and fake_hip.scalar(args(runs[0])[2]) == 3
@@ -107,6 +118,7 @@ def test_streams_verify_and_count_their_bytes(rt, test, layout):
 
 
 @pytest.mark.parametrize("test, layout, bug", [("memory.read", "chunk", "layout"), ("memory.read", "stride", "short"),
+                                               ("memory.read", "rows", "layout"),
                                                ("memory.write", "tile", "short"), ("memory.copy", "tile", "short")])
 def test_a_kernel_that_reads_or_writes_the_wrong_vectors_fails(rt, test, layout, bug):
     rt.fake.kernels["stream"] = stream_player(bug)

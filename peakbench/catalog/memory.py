@@ -9,15 +9,18 @@ launch.overhead is the submit-to-completion time of an empty dispatch.
 from peakbench.catalog import TestSpec, Variant
 
 STREAM_UNROLL = 16  # reads in flight per thread, with two workgroups per compute unit (harness/sweeps.py)
+ROWS_UNROLL = 32    # rows of the rows read: one load from each per thread (harness/sweeps.py, ROWS_BLOCK)
 TILE_UNROLL = 1     # vectors per thread of a write/copy tile (H200: 1 beat 8 by 1-2.5% writing, 5-6% copying)
 
 
-def _stream(name: str, mode: str, description: str, layouts: tuple[str, ...], unroll: int) -> TestSpec:
-    """Variants are access layouts (shaders/mem_stream.comp): `chunk` (each workgroup reads its own
-    contiguous slice), `stride` (the whole grid strides through the buffer), `tile` (one
-    workgroup per tile of workgroup size * unroll vectors, as many as tiles)."""
+def _stream(name: str, mode: str, description: str, layouts: tuple[tuple[str, int], ...]) -> TestSpec:
+    """Variants are access layouts (shaders/mem_stream.comp), each with its vectors per thread:
+    `rows` (the buffer as unroll rows, one short-lived workgroup per column of each), `chunk`
+    (each workgroup of a resident grid reads its own contiguous slice), `stride` (the resident
+    grid strides through the buffer), `tile` (one workgroup per tile of workgroup size * unroll
+    vectors, as many as tiles)."""
     return TestSpec(name, "GB/s", "stream", mode,
-                    tuple(Variant(layout, width=4, ops_per_step=16, unroll=unroll) for layout in layouts),
+                    tuple(Variant(layout, width=4, ops_per_step=16, unroll=unroll) for layout, unroll in layouts),
                     1, description)
 
 
@@ -27,10 +30,10 @@ def _level(name: str, description: str) -> TestSpec:
 
 TESTS = (
     _stream("memory.read", "read", "device memory read bandwidth (16-byte loads), with a working-set sweep",
-            ("chunk", "stride"), STREAM_UNROLL),
-    _stream("memory.write", "write", "device memory write bandwidth (16-byte stores)", ("tile",), TILE_UNROLL),
-    _stream("memory.copy", "copy", "device memory copy bandwidth, bytes read plus bytes written", ("tile",),
-            TILE_UNROLL),
+            (("rows", ROWS_UNROLL), ("chunk", STREAM_UNROLL), ("stride", STREAM_UNROLL))),
+    _stream("memory.write", "write", "device memory write bandwidth (16-byte stores)", (("tile", TILE_UNROLL),)),
+    _stream("memory.copy", "copy", "device memory copy bandwidth, bytes read plus bytes written",
+            (("tile", TILE_UNROLL),)),
     _level("latency.l0", "load-to-use latency of the first (nearest) cache level, where the GPU has an L0"),
     _level("latency.l1", "load-to-use latency of the L1 cache level"),
     _level("latency.l2", "load-to-use latency of the L2 cache level"),

@@ -46,7 +46,7 @@ def written(index: np.ndarray) -> np.ndarray:
 # The stream kernels' contract (shaders/mem_stream.comp and shaders/mem.cu alike): MODE and
 # LAYOUT defines per test and variant, the workgroup size, the buffer and chase sizes.
 MODES = {"read": 0, "write": 1, "copy": 2, "fill": 3}
-LAYOUTS = {"chunk": 0, "stride": 1, "tile": 0}
+LAYOUTS = {"chunk": 0, "stride": 1, "rows": 2, "tile": 0}
 STREAM_BLOCK = 256
 STREAM_BYTES = 1 << 30           # past the largest GPU last-level cache (256 MiB) by 4x
 CHASE_MAX = 512 << 20
@@ -55,6 +55,11 @@ CHASE_MAX = 512 << 20
 # resident at once. A larger grid runs in waves, and each wave rereads a fraction of the buffer
 # that can fit in the L2 (the H200's sweep showed 11.9-15.2 TB/s at 64-256 MiB that way).
 READ_BLOCKS_PER_UNIT = 2
+# The rows read's workgroup (where the device allows it), with ROWS_UNROLL rows
+# (catalog/memory.py): short-lived workgroups read DRAM fastest when each reads much. H200,
+# 16 passes a dispatch, GB/s for 256 x 16, 256 x 32, 1024 x 16 and 1024 x 32 threads x rows:
+# Vulkan 4706 / 4714 / 4713 / 4719, CUDA 4655 / 4665 / 4671 / 4685 (scripts/probes/*_stream_paths.py).
+ROWS_BLOCK = 1024
 # The chase walks the whole cycle once untimed (up to this many loads) before it is timed, so up
 # to 128 MiB every timed load revisits a line one working set ago rather than touching it first;
 # past that the walk still visits every page, so translation is warm.
@@ -62,10 +67,14 @@ WARM_LOADS = 1 << 20
 
 
 def read_sums(n: int, blocks: int, block: int, layout: str = "chunk", passes: int = 1, shift: int = 0,
-              mask: int = 0xFFFFFFFF) -> np.ndarray:
-    """What each thread of a read kernel stores, (threads, 4) uint32. Chunk layout: in pass p,
-    thread x of block b sums the vectors ((b + p*shift)*span + x + j*block) & mask of its slice
-    (span = n / blocks); stride layout: thread t sums vectors t + j*threads, every pass."""
+              mask: int = 0xFFFFFFFF, rows: int = 1) -> np.ndarray:
+    """What a read kernel stores, uint32. Chunk layout, (threads, 4): in pass p, thread x of
+    block b sums the vectors ((b + p*shift)*span + x + j*block) & mask of its slice (span = n /
+    blocks); stride layout, (threads, 4): thread t sums vectors t + j*threads, every pass. Rows
+    layout, (columns, 4): the n vectors as `rows` rows of columns * block, each column's total."""
+    if layout == "rows":
+        src = filled(n).astype(np.uint64).reshape(rows, -1, block, 4)
+        return (src.sum(axis=(0, 2)) % (1 << 32)).astype(np.uint32)
     if layout == "stride":
         src = filled(n).astype(np.uint64)
         return (passes * src.reshape(-1, blocks * block, 4).sum(axis=0) % (1 << 32)).astype(np.uint32)
@@ -76,6 +85,16 @@ def read_sums(n: int, blocks: int, block: int, layout: str = "chunk", passes: in
         index = (starts[:, None] + np.arange(span, dtype=np.uint64)) & mask
         total += src[index].reshape(blocks, -1, block, 4).sum(axis=1)
     return (total % (1 << 32)).astype(np.uint32).reshape(blocks * block, 4)
+
+
+def row_dispatches(passes: int, columns: int, max_groups: int) -> tuple[int, int]:
+    """(passes per dispatch, dispatches) for a rows read of `passes` passes over `columns`
+    columns: as few dispatches as a grid of at most `max_groups` workgroups allows, each with
+    the same whole number of passes, so the bytes counted stay exact."""
+    per = max(1, min(passes, max_groups // columns))
+    while passes % per:
+        per -= 1
+    return per, passes // per
 
 
 def check_stream(mode: str, got: np.ndarray, n: int, blocks: int, block: int, layout: str = "chunk",

@@ -22,6 +22,7 @@ from peakbench.simt.runtime import Runtime
 SHADERS = Path(__file__).resolve().parents[2] / "shaders"
 BLOCK = sweeps.STREAM_BLOCK
 WAVES = 4                  # the ALU grid fills the device this many times over
+MAX_GRID = (1 << 31) - 1   # blocks in x of one launch, CUDA and HIP alike
 
 # Per element type: the C type one instruction works on, and the lanes it holds.
 ELEMENTS = {"fp64": ("double", 1), "fp32": ("float", 1), "fp16": ("__half2", 2), "bf16": ("bfloat162", 2),
@@ -116,10 +117,11 @@ def working_bytes(rt: Runtime) -> int:
 
 
 class StreamWorkload:
-    """memory.read / write / copy on one large buffer pair of random words. The read is a grid
-    resident all at once (READ_BLOCKS_PER_UNIT blocks per SM/CU) looping over the buffer `size`
-    times in the kernel, so a line is reread only after the rest of the buffer went by
-    (vulkan/memory.py says more); write and copy launch one block per tile, `size` times
+    """memory.read / write / copy on one large buffer pair of random words. The chunk and stride
+    reads are a grid resident all at once (READ_BLOCKS_PER_UNIT blocks per SM/CU) looping over
+    the buffer `size` times in the kernel, so a line is reread only after the rest of the buffer
+    went by (vulkan/memory.py says more); the rows read launches `size` * columns short-lived
+    blocks, taken in order; write and copy launch one block per tile, `size` times
     (shaders/mem.cu says why)."""
 
     @release_on_failure
@@ -127,29 +129,37 @@ class StreamWorkload:
         self.test, self.rt, self.name, self.mode = test, rt, variant.name, test.dtype
         self.layout, self.unroll = variant.name, variant.unroll
         lim = rt.limits
-        self.tile = BLOCK * self.unroll
+        self.rows = self.mode == "read" and self.layout == "rows"
+        self.block = min(sweeps.ROWS_BLOCK, lim.max_block) if self.rows else BLOCK
+        self.tile = self.block * self.unroll
         self.resident = lim.units * sweeps.READ_BLOCKS_PER_UNIT
         self.threads = self.resident * BLOCK
-        self.step = self.threads * self.unroll
+        self.step = self.tile if self.rows else self.threads * self.unroll
         self.n_vec = max(self.step, working_bytes(rt) // 16 // self.step * self.step)
         self.kernel = rt.compile(source("mem.cu"), {"MODE": sweeps.MODES[self.mode], "UNROLL": self.unroll,
                                                     "LAYOUT": sweeps.LAYOUTS[self.layout]}, "stream")
         self.src = rt.alloc(self.n_vec * 16)
-        self.dst = rt.alloc((self.threads if self.mode == "read" else self.n_vec) * 16)
+        out_vec = self.n_vec // self.tile if self.rows else self.threads if self.mode == "read" else self.n_vec
+        self.dst = rt.alloc(out_vec * 16)
         fill = rt.compile(source("mem.cu"), {"MODE": sweeps.MODES["fill"]}, "stream")
         rt.launch(fill, self.resident, BLOCK, [self.dst, self.src, np.uint32(1), np.uint32(self.n_vec),
                                                np.uint32(0xFFFFFFFF), np.uint32(0)])
         layout = {"chunk": "a resident grid, a contiguous chunk per block, passes in the kernel",
                   "stride": "a resident grid striding through the buffer, passes in the kernel",
+                  "rows": "the buffer as unroll rows, a block per column of each, passes * columns per launch",
                   "tile": "one block per tile of block * unroll vectors, one launch per pass"}[self.layout]
-        self.params = {"buffer_bytes": self.n_vec * 16, "block": BLOCK,
-                       "blocks": self.resident if self.mode == "read" else self.n_vec // self.tile,
+        self.params = {"buffer_bytes": self.n_vec * 16, "block": self.block,
+                       "blocks": self.resident if self.mode == "read" and not self.rows else self.n_vec // self.tile,
                        "access_bytes": 16, "unroll": self.unroll, "layout": layout,
                        "bytes_counted": "read + written" if self.mode == "copy" else self.mode}
         self.evidence = machine_code(rt, self.kernel)
 
     def run(self, size: int, n_vec: int | None = None, mask: int = 0xFFFFFFFF, shift: int = 0) -> float:
         n = n_vec or self.n_vec
+        if self.rows:
+            per, repeat = sweeps.row_dispatches(size, n // self.tile, MAX_GRID)
+            return self.rt.launch(self.kernel, per * (n // self.tile), self.block, self._args(1, n, mask, shift),
+                                  repeat=repeat)
         if self.mode == "read":
             return self.rt.launch(self.kernel, self.resident, BLOCK, self._args(size, n, mask, shift))
         return self.rt.launch(self.kernel, n // self.tile, BLOCK, self._args(1, n, mask, shift), repeat=size)
@@ -161,10 +171,14 @@ class StreamWorkload:
         return float(size) * self.n_vec * 16 * (2 if self.mode == "copy" else 1)
 
     def verify(self) -> str | None:
-        """One pass over the first few vectors per thread, checked in full against the host."""
-        n = self.step * 2
+        """One pass over the first few vectors per thread (the rows read: over four columns),
+        checked in full against the host."""
+        n = self.step * (4 if self.rows else 2)
         self.rt.fill(self.dst, 0xFF)
         self.run(1, n)
+        if self.rows:
+            got = np.frombuffer(self.rt.download(self.dst, n // self.tile * 16), np.uint32)
+            return sweeps.check_stream("read", got, n, n // self.tile, self.block, "rows", rows=self.unroll)
         words = self.threads if self.mode == "read" else n
         got = np.frombuffer(self.rt.download(self.dst, words * 16), np.uint32)
         return sweeps.check_stream(self.mode, got, n, self.resident, BLOCK, self.layout)

@@ -81,6 +81,7 @@ class Capabilities:
     max_workgroups: int = 65535                     # maxComputeWorkGroupCount[0]
     max_storage_buffer_range: int = 1 << 27
     subgroup_size: int = 32
+    subgroup_arithmetic: bool = False               # subgroupAdd & co. in compute shaders
     units: int | None = None
     threads_per_unit: int | None = None
     dot_product: dict = field(default_factory=dict)  # integer dot product "accelerated" properties
@@ -174,7 +175,9 @@ def probe(instance, pd, index: int) -> tuple[DeviceInfo, Capabilities]:
                         max_workgroup_size=p.limits.maxComputeWorkGroupSize[0],
                         max_workgroups=p.limits.maxComputeWorkGroupCount[0],
                         max_storage_buffer_range=p.limits.maxStorageBufferRange,
-                        subgroup_size=sub.subgroupSize)
+                        subgroup_size=sub.subgroupSize,
+                        subgroup_arithmetic=bool(sub.supportedOperations & vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT
+                                                 and sub.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT))
     if EXT_COOPMAT in extensions:
         from peakbench.vulkan.coopmat import query_flexible_shapes, query_shapes
         caps.coopmat_shapes = query_shapes(instance, pd)

@@ -29,30 +29,33 @@ def working_bytes(dev) -> int:
 class StreamWorkload:
     """memory.read / write / copy on one large buffer pair, filled with random-looking data.
 
-    The read is a grid resident all at once (READ_BLOCKS_PER_UNIT workgroups per compute unit)
-    looping over the buffer `size` times inside the shader: a line is reread only after the rest
-    of the buffer went by, so the L2 cannot serve it. Write and copy launch one workgroup per tile
-    and repeat the dispatch `size` times (mem_stream.comp says why)."""
+    The chunk and stride reads are a grid resident all at once (READ_BLOCKS_PER_UNIT workgroups
+    per compute unit) looping over the buffer `size` times inside the shader: a line is reread
+    only after the rest of the buffer went by, so the L2 cannot serve it. The rows read
+    dispatches `size` * columns short-lived workgroups, taken in order. Write and copy launch one
+    workgroup per tile and repeat the dispatch `size` times (mem_stream.comp says why)."""
 
     @release_on_failure
     def __init__(self, test: TestSpec, variant: Variant, dev):
         self.test, self.dev, self.name = test, dev, variant.name
         self.mode = test.dtype
         self.layout, self.unroll = variant.name, variant.unroll
-        self.tile = LOCAL * self.unroll
+        self.rows = self.mode == "read" and self.layout == "rows"
+        self.block = min(sweeps.ROWS_BLOCK, dev.caps.max_workgroup_size) if self.rows else LOCAL
+        self.tile = self.block * self.unroll
         if dev.info.kind != "cpu" and dev.caps.units:
             self.resident = dev.caps.units * sweeps.READ_BLOCKS_PER_UNIT
         else:
             self.resident = max(1, dev.grid_threads(1) // LOCAL)
         self.threads = self.resident * LOCAL
-        self.step = self.threads * self.unroll
-        most = dev.caps.max_workgroups * self.tile            # one workgroup per tile
+        self.step = self.tile if self.rows else self.threads * self.unroll
+        most = dev.caps.max_workgroups * self.tile            # one workgroup per tile (or column)
         self.n_vec = max(self.step, min(working_bytes(dev) // 16, most) // self.step * self.step)
         settings = {"MODE": sweeps.MODES[self.mode], "UNROLL": self.unroll, "LAYOUT": sweeps.LAYOUTS[self.layout]}
         self.pipeline = dev.pipeline(compile_shader("mem_stream.comp", settings),
-                                     bindings=2, local_size=LOCAL, push_bytes=16, label=test.name)
+                                     bindings=2, local_size=self.block, push_bytes=16, label=test.name)
         self.src = dev.buffer(self.n_vec * 16)
-        out_vec = self.threads if self.mode == "read" else self.n_vec
+        out_vec = self.n_vec // self.tile if self.rows else self.threads if self.mode == "read" else self.n_vec
         self.dst = dev.buffer(out_vec * 16)
         fill = dev.pipeline(compile_shader("mem_stream.comp", {"MODE": 3, "UNROLL": self.unroll}),
                             bindings=2, local_size=LOCAL, push_bytes=16, label="fill")
@@ -62,15 +65,19 @@ class StreamWorkload:
         dev.bind(self.pipeline, [self.src, self.dst])
         layout = {"chunk": "a resident grid, a contiguous chunk per workgroup, passes in the shader",
                   "stride": "a resident grid striding through the buffer, passes in the shader",
+                  "rows": "the buffer as unroll rows, a workgroup per column of each, passes * columns per dispatch",
                   "tile": "one workgroup per tile of workgroup_size * unroll vectors, one dispatch per pass"}[self.layout]
-        self.params = {"buffer_bytes": self.n_vec * 16, "workgroup_size": LOCAL,
-                       "workgroups": self.resident if self.mode == "read" else self.n_vec // self.tile,
+        self.params = {"buffer_bytes": self.n_vec * 16, "workgroup_size": self.block,
+                       "workgroups": self.resident if self.mode == "read" and not self.rows else self.n_vec // self.tile,
                        "access_bytes": 16, "unroll": self.unroll, "layout": layout,
                        "bytes_counted": "read + written" if self.mode == "copy" else self.mode}
         self.evidence = {"pipeline_statistics": self.pipeline.statistics} if self.pipeline.statistics else {}
 
     def run(self, size: int, n_vec: int | None = None, mask: int = 0xFFFFFFFF, shift: int = 0) -> float:
         n = n_vec or self.n_vec
+        if self.rows:
+            per, repeat = sweeps.row_dispatches(size, n // self.tile, self.dev.caps.max_workgroups)
+            return self.dev.dispatch(self.pipeline, per * (n // self.tile), [1, n, mask, shift], repeat=repeat)
         if self.mode == "read":
             return self.dev.dispatch(self.pipeline, self.resident, [size, n, mask, shift])
         return self.dev.dispatch(self.pipeline, n // self.tile, [1, n, mask, shift], repeat=size)
@@ -79,10 +86,14 @@ class StreamWorkload:
         return float(size) * self.n_vec * 16 * (2 if self.mode == "copy" else 1)
 
     def verify(self) -> str | None:
-        """One pass over the first few vectors per thread, checked in full against the host."""
-        n = self.step * 2
+        """One pass over the first few vectors per thread (the rows read: over four columns),
+        checked in full against the host."""
+        n = self.step * (4 if self.rows else 2)
         self.dev.fill(self.dst, 0xFFFFFFFF)
         self.run(1, n)
+        if self.rows:
+            got = np.frombuffer(self.dev.download(self.dst, n // self.tile * 16), np.uint32)
+            return sweeps.check_stream("read", got, n, n // self.tile, self.block, "rows", rows=self.unroll)
         words = self.threads if self.mode == "read" else n
         got = np.frombuffer(self.dev.download(self.dst, words * 16), np.uint32)
         return sweeps.check_stream(self.mode, got, n, self.resident, LOCAL, self.layout)

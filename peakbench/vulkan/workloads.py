@@ -121,8 +121,13 @@ class AluWorkload:
 
 
 def variants(test: TestSpec, dev) -> tuple[Variant, ...]:
-    """The catalog's variants, or for matrix tests the shapes this driver reports."""
-    return coopmat.variants(test, dev) if test.family == "matrix" else test.variants
+    """The catalog's variants (less the rows read where subgroup arithmetic, which it reduces
+    with, is missing), or for matrix tests the shapes this driver reports."""
+    if test.family == "matrix":
+        return coopmat.variants(test, dev)
+    if test.name == "memory.read" and not dev.caps.subgroup_arithmetic:
+        return tuple(v for v in test.variants if v.name != "rows")
+    return test.variants
 
 
 def prepare(test: TestSpec, variant: Variant, dev):

@@ -1,0 +1,245 @@
+"""Probes of the DRAM read and write on Vulkan, on one board in one run (the CUDA half is
+cuda_stream_paths.py); not peakbench tests. On the first Vulkan device:
+
+1. The shipped read (chunk, stride), write and copy, twice: the run-to-run spread.
+2. SPIR-V's Nontemporal memory operand (SPIR-V 1.4) on the stream's loads and stores. GLSL has
+   no way to say it (the pinned glslang predates GL_EXT_nontemporal_keyword), so the probe adds
+   it to the disassembled module and reassembles it.
+3. The read's shape: workgroups per compute unit x partial sums, 16 loads in flight.
+4. The write and the read against buffer size, 128 MiB to 2 GiB.
+5. The rows read as shipped (LAYOUT 2) with 16 and 32 rows, against the same shader edited to
+   read contiguous tiles (the reverted tile read's addressing).
+6. The write under the Vulkan memory model (its stores may compile otherwise), and laid out as
+   rows or as tiles taken w % tiles, several passes in one dispatch.
+7. Section 1 again, after the probe's allocations (earlier runs saw writes slow down after
+   other 1 GiB buffers were made and freed).
+8. Section 1 with pipelines made without VK_KHR_pipeline_executable_properties' capture flags
+   (peakbench asks for statistics and internal representations where the driver has them).
+
+Sections run by number: python3 scripts/probes/vulkan_stream_paths.py 5 6 (all by default).
+
+Run on the GPU machine from the repository root: python3 scripts/probes/vulkan_stream_paths.py
+"""
+from __future__ import annotations
+
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import peakbench.vulkan.memory as vulkan_memory  # noqa: E402
+from peakbench.harness import sweeps  # noqa: E402
+from peakbench.vulkan import create  # noqa: E402
+from peakbench.vulkan.memory import LOCAL  # noqa: E402
+from peakbench.vulkan.shaders import TARGET_ENV, _run, compile_shader, tool  # noqa: E402
+from vulkan_memory import gbs, stream, tile_gbs  # noqa: E402
+
+MIB = 1 << 20
+
+
+def nontemporal(code: bytes) -> bytes:
+    """The module with Nontemporal on every load and store through a storage-buffer uvec4."""
+    with tempfile.TemporaryDirectory() as tmp:
+        spv, text, out = Path(tmp) / "in.spv", Path(tmp) / "in.spvasm", Path(tmp) / "out.spv"
+        spv.write_bytes(code)
+        _run([tool("spirv-dis"), str(spv), "-o", str(text)], "spirv-dis")
+        lines, pointers, edited = text.read_text().splitlines(), set(), 0
+        for k, line in enumerate(lines):
+            m = re.match(r"\s*(%\w+) = OpAccessChain %_ptr_StorageBuffer_v4uint ", line)
+            if m:
+                pointers.add(m.group(1))
+            m = re.match(r"\s*(?:%\w+ = OpLoad %v4uint|OpStore) (%\w+)", line)
+            if m and m.group(1) in pointers:
+                assert len(line.split()) == (5 if "OpLoad" in line else 3), f"memory operands already: {line}"
+                lines[k], edited = line + " Nontemporal", edited + 1
+        assert edited, "no storage-buffer access found"
+        text.write_text("\n".join(lines) + "\n")
+        _run([tool("spirv-as"), "--target-env", TARGET_ENV, str(text), "-o", str(out)], "spirv-as")
+        _run([tool("spirv-val"), "--target-env", TARGET_ENV, str(out)], "spirv-val")
+        return out.read_bytes()
+
+
+def read_gbs(dev, w, code: bytes, groups: int, label: str, passes: int = 16) -> tuple[float, dict]:
+    """GB/s of a chunk read shader over w's whole buffer with `groups` workgroups."""
+    p = dev.pipeline(code, bindings=2, local_size=LOCAL, push_bytes=16, label=label)
+    try:
+        dev.bind(p, [w.src, w.dst])
+        n = w.n_vec // (groups * LOCAL * 16) * groups * LOCAL * 16
+        push = [passes, n, 0xFFFFFFFF, 0]
+        dev.dispatch(p, groups, push)
+        seconds = np.median([dev.dispatch(p, groups, push) for _ in range(5)])
+        return passes * n * 16 / seconds / 1e9, p.statistics.get("CS", {})
+    finally:
+        dev.destroy(p)
+
+
+def shipped(dev) -> None:
+    print("1. shipped kernels, twice (GB/s)")
+    for test, layout, unroll in (("memory.read", "chunk", 16), ("memory.read", "stride", 16),
+                                 ("memory.write", "tile", 1), ("memory.copy", "tile", 1)):
+        w = stream(dev, test, layout, unroll)
+        try:
+            problem = w.verify()
+            print(f"   {test} {layout}: {gbs(w):.0f} {gbs(w):.0f}" + (f" ({problem})" if problem else ""))
+        finally:
+            w.close()
+
+
+def nontemporal_variants(dev) -> None:
+    print("2. Nontemporal loads and stores (GB/s)")
+    w = stream(dev, "memory.read", "chunk", 16)
+    try:
+        code = compile_shader("mem_stream.comp", {"MODE": 0, "UNROLL": 16, "LAYOUT": 0})
+        plain, _ = read_gbs(dev, w, code, w.resident, "read")
+        marked, _ = read_gbs(dev, w, nontemporal(code), w.resident, "read-nt")
+        print(f"   memory.read chunk: plain {plain:.0f}, Nontemporal {marked:.0f}")
+    finally:
+        w.close()
+    for test in ("memory.write", "memory.copy"):
+        w = stream(dev, test, "tile", 1)
+        try:
+            code = compile_shader("mem_stream.comp", {"MODE": sweeps.MODES[w.mode], "UNROLL": 1})
+            plain = tile_gbs(dev, w, code, LOCAL, 1, "tile")
+            marked = tile_gbs(dev, w, nontemporal(code), LOCAL, 1, "tile-nt")
+            print(f"   {test} tile: plain {plain:.0f}, Nontemporal {marked:.0f}")
+        finally:
+            w.close()
+
+
+def read_shapes(dev) -> None:
+    print("3. read shape: workgroups per unit x partial sums, 16 loads in flight (GB/s)")
+    w = stream(dev, "memory.read", "chunk", 16)
+    try:
+        units = w.resident // sweeps.READ_BLOCKS_PER_UNIT
+        for per_unit, sums in ((2, 8), (3, 8), (4, 4), (2, 16), (6, 2)):
+            code = compile_shader("mem_stream.comp", {"MODE": 0, "UNROLL": 16, "LAYOUT": 0, "SUMS": sums})
+            rates = [read_gbs(dev, w, code, units * per_unit, "shape") for _ in range(2)]
+            stats = rates[0][1]
+            print(f"   {per_unit} x {sums:2d}: {max(r for r, _ in rates):6.0f} ({stats.get('Register Count')} registers, "
+                  f"{stats.get('Shared Memory Size')} B shared)")
+    finally:
+        w.close()
+
+
+def sizes(dev) -> None:
+    print("4. buffer size (GB/s)")
+    shipped_bytes = vulkan_memory.working_bytes
+    try:
+        for mib in (128, 512, 1024, 2048):
+            if mib * MIB > min(dev.caps.max_storage_buffer_range, dev.memory_budget() // 4):
+                continue
+            vulkan_memory.working_bytes = lambda dev, b=mib * MIB: b
+            row = []
+            for test, layout, unroll in (("memory.read", "chunk", 16), ("memory.write", "tile", 1)):
+                w = stream(dev, test, layout, unroll)
+                try:
+                    row.append(f"{test} {gbs(w, max(2, 16384 // mib)):.0f}")
+                finally:
+                    w.close()
+            print(f"   {mib:5d} MiB: " + ", ".join(row))
+    finally:
+        vulkan_memory.working_bytes = shipped_bytes
+
+
+def rows_read(dev) -> None:
+    print("5. the rows read as shipped, and with contiguous tiles instead, 16 passes a dispatch (GB/s)")
+    from vulkan_memory import glsl
+    from peakbench.vulkan.shaders import SHADERS
+    text = (SHADERS / "mem_stream.comp").read_text()
+    rows_at = "acc[u % SUMS] += src[u * row + at];"
+    tiles_at = "acc[u % SUMS] += src[column * gl_WorkGroupSize.x * UNROLL + gl_LocalInvocationID.x + u * gl_WorkGroupSize.x];"
+    assert rows_at in text
+    w = stream(dev, "memory.read", "chunk", 16)
+    try:
+        for label, code in (("rows", text), ("tiles", text.replace(rows_at, tiles_at))):
+            for local, unroll in ((LOCAL, 16), (LOCAL, 32), (1024, 16), (1024, 32)):
+                p = dev.pipeline(glsl(code, {"MODE": 0, "UNROLL": unroll, "LAYOUT": 2}), bindings=2, local_size=local,
+                                 push_bytes=16, label=label)
+                try:
+                    dev.bind(p, [w.src, w.dst])
+                    n = w.n_vec // (local * unroll) * local * unroll
+                    groups, push = 16 * (n // (local * unroll)), [1, n, 0xFFFFFFFF, 0]
+                    dev.dispatch(p, groups, push)
+                    seconds = np.median([dev.dispatch(p, groups, push) for _ in range(5)])
+                    stats = p.statistics.get("CS", {})
+                    print(f"   {label:5s} {local:4d} x {unroll}: {16 * n * 16 / seconds / 1e9:6.0f}  "
+                          f"({stats.get('Register Count')} registers)")
+                finally:
+                    dev.destroy(p)
+    finally:
+        w.close()
+
+
+def write_paths(dev) -> None:
+    print("6. the write under the Vulkan memory model, and laid out otherwise (GB/s)")
+    from vulkan_memory import glsl
+    from peakbench.vulkan.shaders import SHADERS
+    text = (SHADERS / "mem_stream.comp").read_text()
+    version = "#version 450\n"
+    model = text.replace(version, version + "#extension GL_KHR_memory_scope_semantics : require\n#pragma use_vulkan_memory_model\n", 1)
+    base = "    uint base = gl_WorkGroupID.x * gl_WorkGroupSize.x * UNROLL + gl_LocalInvocationID.x;"
+    step = "        uint j = base + u * gl_WorkGroupSize.x;"
+    assert base in text and step in text
+    layouts = {"tiles w % tiles": text.replace(base, "    uint base = (gl_WorkGroupID.x % (push.n_vec / (gl_WorkGroupSize.x * UNROLL)))"
+                                                  " * gl_WorkGroupSize.x * UNROLL + gl_LocalInvocationID.x;"),
+               "rows": text.replace(base, "    uint row = push.n_vec / UNROLL;\n    uint base = (gl_WorkGroupID.x % (row / gl_WorkGroupSize.x))"
+                                          " * gl_WorkGroupSize.x + gl_LocalInvocationID.x;").replace(step, "        uint j = base + u * row;")}
+    w = stream(dev, "memory.write", "tile", 1)
+    try:
+        row = []
+        for label, code in (("as shipped", text), ("Vulkan memory model", model)):
+            row.append(f"{label} {tile_gbs(dev, w, glsl(code, {'MODE': 1, 'UNROLL': 1}), LOCAL, 1, label):.0f}")
+        print("   " + ", ".join(row))
+        for label, code in layouts.items():
+            for unroll in (1, 4, 16):
+                p = dev.pipeline(glsl(code, {"MODE": 1, "UNROLL": unroll}), bindings=2, local_size=LOCAL, push_bytes=16, label=label)
+                try:
+                    dev.bind(p, [w.src, w.dst])
+                    groups, push = 8 * (w.n_vec // (LOCAL * unroll)), [1, w.n_vec, 0xFFFFFFFF, 0]
+                    dev.dispatch(p, groups, push)
+                    seconds = np.median([dev.dispatch(p, groups, push) for _ in range(3)])
+                    print(f"   {label:16s} x {unroll:2d}, 8 passes a dispatch: {8 * w.n_vec * 16 / seconds / 1e9:6.0f}")
+                finally:
+                    dev.destroy(p)
+    finally:
+        w.close()
+
+
+def again(dev) -> None:
+    print("7. after the allocations above:", end=" ")
+    shipped(dev)
+
+
+def without_capture(dev) -> None:
+    print("8. without the pipeline capture flags:", end=" ")
+    has = dev.caps.has
+    dev.caps.has = lambda name: False if name == "pipelineExecutableInfo" else has(name)
+    try:
+        shipped(dev)
+    finally:
+        dev.caps.has = has
+
+
+SECTIONS = {"1": shipped, "2": nontemporal_variants, "3": read_shapes, "4": sizes, "5": rows_read, "6": write_paths,
+            "7": again, "8": without_capture}
+
+
+def main(chosen: list[str]) -> None:
+    backend = create()
+    dev = backend.open(0)
+    try:
+        print(dev.info.name, dev.driver_label)
+        for key, section in SECTIONS.items():
+            if not chosen or key in chosen:
+                section(dev)
+    finally:
+        dev.close()
+        backend.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
