@@ -18,6 +18,7 @@
 
 8. The write's store instruction (cache operators, memory-model orderings) and 9. the write
    laid out as rows or as tiles taken b % tiles, several passes in one launch.
+10. The driver's own cudaMemsetAsync and cudaMemcpyAsync (device to device) over 1 GiB.
 
 Run on the GPU machine from the repository root: python3 scripts/probes/cuda_stream_paths.py [section ...]
 """
@@ -308,8 +309,26 @@ def write_paths(ctx) -> None:
             print(f"   {label:16s} x {unroll:2d}: {8 * GIB / seconds(lambda: f((grid,), (256,), args), 3) / 1e9:6.0f}")
 
 
+def driver_commands(ctx) -> None:
+    print("10. cudaMemsetAsync and cudaMemcpyAsync, 1 GiB, 16 at a time (GB/s)")
+    src, dst = filled(GIB), cp.empty(GIB // 4, dtype=cp.uint32)
+    stream = cp.cuda.get_current_stream().ptr
+    rt = cp.cuda.runtime
+
+    def memset():
+        for _ in range(16):
+            rt.memsetAsync(dst.data.ptr, 0x5A, GIB, stream)
+
+    def memcpy():
+        for _ in range(16):
+            rt.memcpyAsync(dst.data.ptr, src.data.ptr, GIB, rt.memcpyDeviceToDevice, stream)
+    print(f"   cudaMemsetAsync (write): {16 * GIB / seconds(memset, 3) / 1e9:.0f}")
+    print(f"   cudaMemcpyAsync (read + write): {32 * GIB / seconds(memcpy, 3) / 1e9:.0f}")
+    print(f"   the copy matches the source: {bool((dst[:1 << 18] == src[:1 << 18]).all())}")
+
+
 SECTIONS = {"1": fresh_buffers, "2": load_instructions, "3": in_flight, "4": sizes, "6": pattern_traits,
-            "7": rows_read, "8": write_paths}
+            "7": rows_read, "8": write_paths, "10": driver_commands}
 
 
 class Context:

@@ -15,6 +15,14 @@ cuda_stream_paths.py); not peakbench tests. On the first Vulkan device:
    other 1 GiB buffers were made and freed).
 8. Section 1 with pipelines made without VK_KHR_pipeline_executable_properties' capture flags
    (peakbench asks for statistics and internal representations where the driver has them).
+9. The write, copy and read on buffers made otherwise: exportable memory (an opaque fd, as
+   memory shared with CUDA must be), and storage-only usage (no transfer bits).
+10. Allocation churn: a 1 GiB read stream made, read and freed twelve times; then one read
+   again after 2 and 5 s idle; then eight made and kept.
+11. The driver's own commands: vkCmdFillBuffer and vkCmdCopyBuffer over the 1 GiB buffers, 16
+   in one command buffer, after 0.5 s of them untimed.
+12. Section 1 on a second logical device whose queue is from a compute-only family (peakbench
+   takes the first compute family with timestamps: NVIDIA's graphics family).
 
 Sections run by number: python3 scripts/probes/vulkan_stream_paths.py 5 6 (all by default).
 
@@ -224,8 +232,149 @@ def without_capture(dev) -> None:
         dev.caps.has = has
 
 
+def allocations(dev) -> None:
+    print("9. buffers made otherwise (GB/s)")
+    import vulkan as vk
+    from peakbench.vulkan import device as vulkan_device
+    create_buffer, allocate = vulkan_device.vk.vkCreateBuffer, vulkan_device.vk.vkAllocateMemory
+    fd = vk.VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT
+
+    def exportable_buffer(device, info, allocator):
+        info = vk.VkBufferCreateInfo(size=info.size, usage=info.usage, sharingMode=info.sharingMode,
+                                     pNext=vk.VkExternalMemoryBufferCreateInfo(handleTypes=fd))
+        return create_buffer(device, info, allocator)
+
+    def exportable_memory(device, info, allocator):
+        info = vk.VkMemoryAllocateInfo(allocationSize=info.allocationSize, memoryTypeIndex=info.memoryTypeIndex,
+                                       pNext=vk.VkExportMemoryAllocateInfo(handleTypes=fd))
+        return allocate(device, info, allocator)
+
+    def storage_only(device, info, allocator):
+        info = vk.VkBufferCreateInfo(size=info.size, usage=vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                                     sharingMode=info.sharingMode)
+        return create_buffer(device, info, allocator)
+
+    modes = {"plain": (create_buffer, allocate), "exportable (opaque fd)": (exportable_buffer, exportable_memory),
+             "storage-only usage": (storage_only, allocate)}
+    for label, (make, alloc) in modes.items():
+        vulkan_device.vk.vkCreateBuffer, vulkan_device.vk.vkAllocateMemory = make, alloc
+        row = []
+        try:
+            for test, layout, unroll in (("memory.write", "tile", 1), ("memory.copy", "tile", 1), ("memory.read", "chunk", 16)):
+                w = stream(dev, test, layout, unroll)
+                try:
+                    # verify fills and downloads through transfers, which storage-only buffers lack
+                    problem = None if label == "storage-only usage" else w.verify()
+                    row.append(f"{test} {gbs(w):.0f}" + (f" ({problem})" if problem else ""))
+                finally:
+                    w.close()
+        except Exception as e:                       # a driver that refuses the combination says so
+            row.append(f"failed: {type(e).__name__}: {e}")
+        finally:
+            vulkan_device.vk.vkCreateBuffer, vulkan_device.vk.vkAllocateMemory = create_buffer, allocate
+        print(f"   {label}: " + ", ".join(row))
+
+
+def churn(dev) -> None:
+    import time
+    print("10. allocation churn (GB/s, seconds since the section began)")
+    t0 = time.perf_counter()
+    for i in range(12):
+        w = stream(dev, "memory.read", "chunk", 16)
+        try:
+            print(f"   made and freed #{i + 1}: {gbs(w):.0f} at {time.perf_counter() - t0:.2f} s")
+        finally:
+            w.close()
+    w = stream(dev, "memory.read", "chunk", 16)
+    try:
+        for pause in (0, 2, 5):
+            time.sleep(pause)
+            print(f"   one buffer after {pause} s idle: {gbs(w):.0f} at {time.perf_counter() - t0:.2f} s")
+    finally:
+        w.close()
+    kept = []
+    try:
+        for i in range(8):
+            kept.append(stream(dev, "memory.read", "chunk", 16))
+            print(f"   made and kept #{i + 1}: {gbs(kept[-1]):.0f} at {time.perf_counter() - t0:.2f} s")
+    finally:
+        for w in kept:
+            w.close()
+
+
+def commands(dev) -> None:
+    import time
+    import vulkan as vk
+    from peakbench.vulkan.device import ffi
+    print("11. the driver's fill and copy commands, 1 GiB (GB/s)")
+    w = stream(dev, "memory.copy", "tile", 1)
+    size = w.n_vec * 16
+    stage = vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+    barrier = vk.VkMemoryBarrier(srcAccessMask=vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                                 dstAccessMask=vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
+
+    def timed(op) -> float:
+        def record(cmd):
+            vk.vkCmdResetQueryPool(cmd, dev.query_pool, 0, 2)
+            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, dev.query_pool, 0)
+            for i in range(16):
+                if i:
+                    vk.vkCmdPipelineBarrier(cmd, stage, stage, 0, 1, [barrier], 0, None, 0, None)
+                op(cmd)
+            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev.query_pool, 1)
+        dev._submit(record)
+        ticks = ffi.new("uint64_t[2]")
+        vk.vkGetQueryPoolResults(dev.device, dev.query_pool, 0, 2, 16, ticks, 8,
+                                 vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+        return ((ticks[1] - ticks[0]) & dev.timestamp_mask) * dev.caps.timestamp_period_ns * 1e-9
+
+    fill = lambda cmd: vk.vkCmdFillBuffer(cmd, w.dst.handle, 0, size, 0x9E3779B9)    # noqa: E731
+    copy = lambda cmd: vk.vkCmdCopyBuffer(cmd, w.src.handle, w.dst.handle, 1, [vk.VkBufferCopy(0, 0, size)])  # noqa: E731
+    try:
+        for label, op, counted in (("vkCmdFillBuffer (write)", fill, 1), ("vkCmdCopyBuffer (read + write)", copy, 2)):
+            end = time.perf_counter() + 0.5
+            while time.perf_counter() < end:
+                timed(op)
+            rate = 16 * counted * size / float(np.median([timed(op) for _ in range(5)])) / 1e9
+            print(f"   {label}: {rate:.0f}")
+        got = np.frombuffer(dev.download(w.dst, 1 << 20), np.uint32)
+        want = sweeps.filled(1 << 16).ravel()
+        print(f"   the copy's first MiB matches the source: {bool((got == want).all())}")
+    finally:
+        w.close()
+
+
+def compute_family(dev) -> None:
+    from peakbench.vulkan import device as vulkan_device
+    families = vulkan_device.vk.vkGetPhysicalDeviceQueueFamilyProperties
+
+    def compute_only(physical):
+        out = families(physical)
+        for f in out:
+            if f.queueFlags & vulkan_device.vk.VK_QUEUE_GRAPHICS_BIT:
+                f.queueFlags &= ~vulkan_device.vk.VK_QUEUE_COMPUTE_BIT
+        return out
+    vulkan_device.vk.vkGetPhysicalDeviceQueueFamilyProperties = compute_only
+    backend = create()
+    try:
+        other = backend.open(0)
+    except IndexError:                     # every compute family also does graphics (lavapipe)
+        print("12. no compute-only queue family")
+        backend.close()
+        return
+    finally:
+        vulkan_device.vk.vkGetPhysicalDeviceQueueFamilyProperties = families
+    try:
+        print(f"12. on queue family {other.family} (the default device uses {dev.family}):", end=" ")
+        shipped(other)
+    finally:
+        other.close()
+        backend.close()
+
+
 SECTIONS = {"1": shipped, "2": nontemporal_variants, "3": read_shapes, "4": sizes, "5": rows_read, "6": write_paths,
-            "7": again, "8": without_capture}
+            "7": again, "8": without_capture, "9": allocations,
+            "10": churn, "11": commands, "12": compute_family}
 
 
 def main(chosen: list[str]) -> None:
