@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,20 @@ def run_peakbench(*args: str, env: dict | None = None, timeout: float = 300) -> 
     return subprocess.run([sys.executable, "-m", "peakbench", *args], cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": path, **(env or {})},
                           capture_output=True, text=True, timeout=timeout)
+
+
+def clang_tidy() -> str | None:
+    """clang's front end (the clang-tidy wheel, or one on PATH): HIP sources are type-checked for
+    AMD targets with it, without ROCm."""
+    found = shutil.which("clang-tidy")
+    if found:
+        return found
+    try:
+        import clang_tidy as package
+    except ImportError:
+        return None
+    exe = Path(package.__file__).parent / "data" / "bin" / "clang-tidy"
+    return str(exe) if exe.exists() else None
 
 
 def gpu_required(config) -> bool:

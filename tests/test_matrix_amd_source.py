@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from helpers import clang_tidy
 from peakbench.rocm import targets
 
 SOURCE = Path(__file__).resolve().parents[1] / "shaders" / "matrix_amd.cu"
@@ -76,18 +76,6 @@ def test_fragment_facts_follow_the_instruction_family():
         # gfx11 returns 16-bit results in the low half of each 32-bit register: every other element
         gfx11_half = src["ct"] == "_Float16" and f.builtin.endswith("_w32")
         assert int(src["cs"]) == (2 if gfx11_half else 1), f"{name}: accumulator stride"
-
-
-def clang_tidy() -> str | None:
-    found = shutil.which("clang-tidy")
-    if found:
-        return found
-    try:
-        import clang_tidy as package
-    except ImportError:
-        return None
-    exe = Path(package.__file__).parent / "data" / "bin" / "clang-tidy"
-    return str(exe) if exe.exists() else None
 
 
 # clang's HIP keywords and built-in variables come from the HIP headers; these stand-ins are all the

@@ -279,7 +279,11 @@ def test_the_rows_read_dispatches_passes_times_columns_workgroups(vulkan_device)
     try:
         columns, seen = w.n_vec // w.tile, []
         dispatch = vulkan_device.dispatch
-        vulkan_device.dispatch = lambda p, groups, push, **kw: seen.append((groups, kw.get("repeat", 1))) or dispatch(p, groups, push, **kw)
+
+        def recorded(p, groups, push, **kw):
+            seen.append((groups, kw.get("repeat", 1)))
+            return dispatch(p, groups, push, **kw)
+        vulkan_device.dispatch = recorded
         try:
             w.run(2)
         finally:

@@ -31,6 +31,8 @@ import cupy as cp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cuda_memory import kernel, seconds as timed  # noqa: E402
 from peakbench.harness import sweeps  # noqa: E402
 
 SOURCE = (Path(__file__).resolve().parents[2] / "shaders" / "mem.cu").read_text()
@@ -128,21 +130,10 @@ SHAPES = [(2, 256, 16, 16), (3, 256, 16, 8), (4, 256, 16, 4), (4, 256, 8, 8), (8
           (2, 256, 32, 8), (1, 1024, 16, 4), (2, 1024, 8, 2)]
 
 
-def kernel(code: str, name: str, **defines):
-    options = tuple(f"-D{k}={v}" for k, v in defines.items())
-    return cp.RawModule(code=code, options=options, backend="nvrtc").get_function(name)
-
-
 def seconds(launch, reps: int = 5) -> float:
+    """Median GPU seconds of `reps` launches, after one untimed."""
     launch()
-    start, end, times = cp.cuda.Event(), cp.cuda.Event(), []
-    for _ in range(reps):
-        start.record()
-        launch()
-        end.record()
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end) / 1e3)
-    return float(np.median(times))
+    return timed(launch, reps)
 
 
 def filled(nbytes: int):

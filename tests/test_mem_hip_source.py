@@ -1,0 +1,61 @@
+"""shaders/mem.cu through clang's HIP front end for AMD targets, without ROCm: every stream mode
+and layout, and the chase, type-check as the ROCm backend compiles them (the HIP branches:
+__shfl_xor over the wave, the chase's VGPR constraint). A stub hip/hip_runtime.h declares what
+the source uses; clang-tidy comes from the [test] extra (tests/helpers.py)."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers import clang_tidy
+from peakbench.harness import sweeps
+
+SOURCE = Path(__file__).resolve().parents[1] / "shaders" / "mem.cu"
+# What mem.cu takes from hip/hip_runtime.h, declared only: the front end checks types and calls.
+RUNTIME = """#pragma once
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __shared__ __attribute__((shared))
+#define __forceinline__ inline __attribute__((always_inline))
+struct __pb_dim { unsigned x, y, z; };
+__device__ extern const __pb_dim threadIdx, blockIdx, blockDim, gridDim;
+__device__ extern const int warpSize;
+struct uint4 { unsigned x, y, z, w; };
+__device__ uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w);
+__device__ unsigned __shfl_xor(unsigned var, int lane_mask);
+__device__ void __syncthreads();
+__device__ long long clock64();
+"""
+CASES = [("stream", {"MODE": mode, "LAYOUT": layout, "UNROLL": 4}) for mode in (0,) for layout in (0, 1, 2)]
+CASES += [("stream", {"MODE": mode, "UNROLL": 4}) for mode in (1, 2, 3)]
+CASES += [("chase", {"CLOCK": 0})]
+
+
+def front_end(tmp_path, defines: dict, target: str, source: Path = SOURCE) -> subprocess.CompletedProcess:
+    (tmp_path / "hip").mkdir(exist_ok=True)
+    (tmp_path / "hip" / "hip_runtime.h").write_text(RUNTIME)
+    flags = ["-x", "hip", "--cuda-device-only", "-nogpulib", "-nogpuinc", "-std=c++17", f"-I{tmp_path}",
+             f"--offload-arch={target}", "-D__HIP_PLATFORM_AMD__", *[f"-D{k}={v}" for k, v in defines.items()]]
+    return subprocess.run([clang_tidy(), "--allow-no-checks", "--checks=-*", str(source), "--", *flags],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "NO_COLOR": "1"})
+
+
+@pytest.mark.skipif(clang_tidy() is None, reason="clang-tidy is not installed (pip install clang-tidy)")
+@pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
+@pytest.mark.parametrize("kernel, defines", CASES, ids=[f"{k}-" + "-".join(f"{a}{b}" for a, b in d.items()) for k, d in CASES])
+def test_mem_source_passes_clang_for_amd(tmp_path, kernel, defines, target):
+    done = front_end(tmp_path, defines, target)
+    errors = [line for line in (done.stdout + done.stderr).splitlines() if "error:" in line]
+    assert done.returncode == 0 and not errors, "\n".join(errors or [done.stderr[-2000:]])
+
+
+@pytest.mark.skipif(clang_tidy() is None, reason="clang-tidy is not installed (pip install clang-tidy)")
+def test_the_front_end_check_has_teeth(tmp_path):
+    """A rows read whose source calls a shuffle HIP does not have fails the check."""
+    broken = tmp_path / "mem.cu"
+    broken.write_text(SOURCE.read_text().replace("__shfl_xor(v, offset)", "__shfl_xor_sync(v, offset)"))
+    done = front_end(tmp_path, {"MODE": 0, "LAYOUT": sweeps.LAYOUTS["rows"], "UNROLL": 4}, "gfx942", broken)
+    assert done.returncode != 0 and "__shfl_xor_sync" in done.stdout + done.stderr
