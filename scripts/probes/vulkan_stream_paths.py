@@ -23,6 +23,9 @@ cuda_stream_paths.py); not peakbench tests. On the first Vulkan device:
    in one command buffer, after 0.5 s of them untimed.
 12. Section 1 on a second logical device whose queue is from a compute-only family (peakbench
    takes the first compute family with timestamps: NVIDIA's graphics family).
+13. Whose is the write's ceiling, Vulkan's memory or Vulkan's execution: a 1 GiB buffer made by
+   Vulkan and exported (opaque fd), imported into CUDA (cuImportExternalMemory), and written by
+   both APIs' write kernels, against CUDA's kernel on its own memory. Needs CuPy.
 
 Sections run by number: python3 scripts/probes/vulkan_stream_paths.py 5 6 (all by default).
 
@@ -372,9 +375,103 @@ def compute_family(dev) -> None:
         backend.close()
 
 
+def interop(dev) -> None:
+    import ctypes
+    import vulkan as vk
+    try:
+        import cupy as cp
+    except ImportError:
+        print("13. no CuPy")
+        return
+    from peakbench.vulkan import device as vulkan_device
+    from cuda_memory import SOURCE as CUDA_SOURCE, kernel
+    from cuda_stream_paths import seconds
+    print("13. one buffer written by both APIs (GB/s)")
+    fd_type = vk.VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT
+    make_info = vk.VkDeviceCreateInfo
+
+    def with_fd_extension(**kw):          # the exporting device needs VK_KHR_external_memory_fd
+        kw["ppEnabledExtensionNames"] = list(kw.get("ppEnabledExtensionNames") or []) + ["VK_KHR_external_memory_fd"]
+        return make_info(**kw)
+    create_buffer, allocate = vulkan_device.vk.vkCreateBuffer, vulkan_device.vk.vkAllocateMemory
+
+    def exportable_buffer(device, info, allocator):
+        return create_buffer(device, vk.VkBufferCreateInfo(size=info.size, usage=info.usage, sharingMode=info.sharingMode,
+                                                           pNext=vk.VkExternalMemoryBufferCreateInfo(handleTypes=fd_type)),
+                             allocator)
+
+    def exportable_memory(device, info, allocator):
+        return allocate(device, vk.VkMemoryAllocateInfo(allocationSize=info.allocationSize, memoryTypeIndex=info.memoryTypeIndex,
+                                                        pNext=vk.VkExportMemoryAllocateInfo(handleTypes=fd_type)), allocator)
+    vulkan_device.vk.VkDeviceCreateInfo = with_fd_extension
+    backend = create()
+    try:
+        other = backend.open(0)
+    finally:
+        vulkan_device.vk.VkDeviceCreateInfo = make_info
+    vulkan_device.vk.vkCreateBuffer, vulkan_device.vk.vkAllocateMemory = exportable_buffer, exportable_memory
+    try:
+        w = stream(other, "memory.write", "tile", 1)
+    finally:
+        vulkan_device.vk.vkCreateBuffer, vulkan_device.vk.vkAllocateMemory = create_buffer, allocate
+    try:
+        size = vk.vkGetBufferMemoryRequirements(other.device, w.dst.handle).size
+        get_fd = vk.vkGetDeviceProcAddr(other.device, "vkGetMemoryFdKHR")
+        fd = get_fd(other.device, vk.VkMemoryGetFdInfoKHR(memory=w.dst.memory, handleType=fd_type))
+        vulkan_rate = gbs(w)
+
+        class Handle(ctypes.Union):
+            _fields_ = [("fd", ctypes.c_int), ("pair", ctypes.c_void_p * 2)]
+
+        class MemoryDesc(ctypes.Structure):
+            _fields_ = [("type", ctypes.c_int), ("handle", Handle), ("size", ctypes.c_ulonglong),
+                        ("flags", ctypes.c_uint), ("reserved", ctypes.c_uint * 16)]
+
+        class BufferDesc(ctypes.Structure):
+            _fields_ = [("offset", ctypes.c_ulonglong), ("size", ctypes.c_ulonglong), ("flags", ctypes.c_uint),
+                        ("reserved", ctypes.c_uint * 16)]
+        cuda = ctypes.CDLL("libcuda.so.1")
+        cp.cuda.Device(0).use()
+        own = cp.zeros(w.n_vec * 4, dtype=cp.uint32)              # makes CuPy's context current
+        memory, pointer = ctypes.c_void_p(), ctypes.c_ulonglong()
+        desc = MemoryDesc(type=1, size=size)                       # CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD
+        desc.handle.fd = fd
+        assert cuda.cuImportExternalMemory(ctypes.byref(memory), ctypes.byref(desc)) == 0, "cuImportExternalMemory"
+        assert cuda.cuExternalMemoryGetMappedBuffer(ctypes.byref(pointer), memory,
+                                                    ctypes.byref(BufferDesc(offset=0, size=w.n_vec * 16))) == 0
+        shared = cp.ndarray((w.n_vec * 4,), cp.uint32,
+                            cp.cuda.MemoryPointer(cp.cuda.UnownedMemory(pointer.value, w.n_vec * 16, None), 0))
+        write = kernel(CUDA_SOURCE, "stream", MODE=1, UNROLL=1)
+
+        def cuda_rate(buffer) -> float:
+            args = (buffer, buffer, np.uint32(1), np.uint32(w.n_vec), np.uint32(0xFFFFFFFF), np.uint32(0))
+
+            def sixteen():
+                for _ in range(16):
+                    write((w.n_vec // 256,), (256,), args)
+            return 16 * w.n_vec * 16 / seconds(sixteen, 3) / 1e9
+        other.fill(w.dst, 0xFFFFFFFF)
+        on_vulkan = cuda_rate(shared)
+        cp.cuda.Device(0).synchronize()
+        seen = np.frombuffer(other.download(w.dst, 1 << 16), np.uint32).reshape(-1, 4)[:, 0]
+        on_cuda = cuda_rate(own)
+        print(f"   Vulkan's kernel, Vulkan's memory: {vulkan_rate:.0f}")
+        print(f"   CUDA's kernel, the same Vulkan memory: {on_vulkan:.0f} (its words read back through Vulkan: "
+              f"{bool((seen == np.arange(4096)).all())})")
+        print(f"   CUDA's kernel, CUDA's memory: {on_cuda:.0f}")
+        print(f"   Vulkan's kernel again: {gbs(w):.0f}")
+        del shared
+        cuda.cuDestroyExternalMemory(memory)
+    finally:
+        w.close()
+        other.close()
+        backend.close()
+
+
 SECTIONS = {"1": shipped, "2": nontemporal_variants, "3": read_shapes, "4": sizes, "5": rows_read, "6": write_paths,
             "7": again, "8": without_capture, "9": allocations,
-            "10": churn, "11": commands, "12": compute_family}
+            "10": churn, "11": commands, "12": compute_family,
+            "13": interop}
 
 
 def main(chosen: list[str]) -> None:
