@@ -19,6 +19,8 @@
 8. The write's store instruction (cache operators, memory-model orderings) and 9. the write
    laid out as rows or as tiles taken b % tiles, several passes in one launch.
 10. The driver's own cudaMemsetAsync and cudaMemcpyAsync (device to device) over 1 GiB.
+11. The stride read (shaders/mem.cu LAYOUT 1, which reads 3.86-3.91 TB/s in peakbench where
+   Vulkan's reads 4.52-4.64) with 16, 8, 4 and 1 partial sums, against the chunk read.
 
 Run on the GPU machine from the repository root: python3 scripts/probes/cuda_stream_paths.py [section ...]
 """
@@ -318,8 +320,20 @@ def driver_commands(ctx) -> None:
     print(f"   the copy matches the source: {bool((dst[:1 << 18] == src[:1 << 18]).all())}")
 
 
+def stride_sums(ctx) -> None:
+    print("11. the stride and chunk reads by partial sums, 1 GiB, 16 passes (GB/s)")
+    src = filled(GIB)
+    for layout in (1, 0):
+        row = []
+        for sums in (16, 8, 4, 1):
+            f = kernel(SOURCE, "stream", MODE=0, UNROLL=16, LAYOUT=layout, SUMS=sums)
+            row.append(f"{sums} sums {read_gbs(f, ctx.blocks, 256, 16, src, ctx.dst, GIB):.0f} ({f.attributes['num_regs']} registers)")
+        print(f"   {('chunk', 'stride')[layout]}: " + ", ".join(row))
+
+
 SECTIONS = {"1": fresh_buffers, "2": load_instructions, "3": in_flight, "4": sizes, "6": pattern_traits,
-            "7": rows_read, "8": write_paths, "10": driver_commands}
+            "7": rows_read, "8": write_paths, "10": driver_commands,
+            "11": stride_sums}
 
 
 class Context:
