@@ -25,7 +25,8 @@
 //   more).
 // MODE 1 write: v[j] = pattern(j); MODE 2 copy: dst[i] = src[i]; MODE 3 fill: src[i] =
 //   hash(i), the random-looking data every test reads (nothing compressible).
-// Defines: MODE, UNROLL, LAYOUT, SUMS (stream); CLOCK (chase). n_vec is a multiple of threads * UNROLL.
+// Defines: MODE, UNROLL, LAYOUT, SUMS (stream); CLOCK (chase). n_vec is a multiple of threads * UNROLL
+// (the rows read: of blockDim * UNROLL).
 //
 // chase: one thread follows a random single cycle of nodes one cache line apart (256 loads per
 // round); every load depends on the one before. The load is the vector-memory path of an
@@ -74,7 +75,7 @@ __device__ __forceinline__ unsigned warp_sum(unsigned v) {
     return v;
 }
 
-__device__ uint4 block_sum(uint4 v) {     // every thread's vector added up; valid in thread 0
+__device__ __forceinline__ uint4 block_sum(uint4 v) {   // every thread's vector added up; valid in thread 0
     __shared__ uint4 part[32];            // one per warp: 1024 threads / 32 lanes at most
     v = make_uint4(warp_sum(v.x), warp_sum(v.y), warp_sum(v.z), warp_sum(v.w));
     if (threadIdx.x % warpSize == 0) part[threadIdx.x / warpSize] = v;
@@ -86,7 +87,13 @@ __device__ uint4 block_sum(uint4 v) {     // every thread's vector added up; val
     return v;
 }
 
-extern "C" __global__ void stream(const uint4* __restrict__ src, uint4* __restrict__ dst, unsigned passes,
+#if MODE == 0 && LAYOUT == 2
+#define STREAM_BOUNDS __launch_bounds__(1024)   // the rows read's blocks: up to 1024 threads
+#else
+#define STREAM_BOUNDS
+#endif
+
+extern "C" __global__ void STREAM_BOUNDS stream(const uint4* __restrict__ src, uint4* __restrict__ dst, unsigned passes,
                                   unsigned n_vec, unsigned mask, unsigned shift) {
 #if MODE == 3
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n_vec; i += gridDim.x * blockDim.x)

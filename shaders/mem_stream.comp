@@ -27,7 +27,8 @@
 // later (below, several workgroups read a slice in one pass, all inside the caches), and each
 // workgroup (an odd step around a power-of-two ring) visits every slice, so its own L1 never
 // holds its next one.
-// Defines: MODE, UNROLL, LAYOUT, SUMS. n_vec is a multiple of threads * UNROLL.
+// Defines: MODE, UNROLL, LAYOUT, SUMS. n_vec is a multiple of threads * UNROLL (the rows read: of
+// local_size * UNROLL).
 #extension GL_EXT_control_flow_attributes : require
 #if MODE == 0 && LAYOUT == 2
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -47,7 +48,7 @@ layout(std430, binding = 0) restrict readonly buffer Src { uvec4 src[]; };
 layout(std430, binding = 1) restrict writeonly buffer Dst { uvec4 dst[]; };
 
 #if MODE == 0 && LAYOUT == 2
-shared uvec4 part[gl_WorkGroupSize.x];          // a subgroup's sum each (one lane per subgroup at least)
+shared uvec4 part[gl_WorkGroupSize.x];          // a sum per subgroup: as many as invocations at worst
 #endif
 
 uint hash(uint x) {            // lowbias32 (Wellons): a bijection with good avalanche
@@ -87,12 +88,13 @@ void main() {
     uvec4 sum = acc[0];
     [[unroll]] for (uint u = 1; u < SUMS; u++) sum += acc[u];
 #if LAYOUT == 2
-    sum = subgroupAdd(sum);                       // then one per subgroup, added by the first lane
+    sum = subgroupAdd(sum);                       // then one per subgroup, added by invocation 0
     if (subgroupElect()) part[gl_SubgroupID] = sum;
     barrier();
     if (gl_LocalInvocationID.x == 0) {
-        for (uint s = 1; s < gl_NumSubgroups; s++) sum += part[s];
-        dst[column] = sum;
+        uvec4 total = uvec4(0);
+        for (uint s = 0; s < gl_NumSubgroups; s++) total += part[s];
+        dst[column] = total;
     }
 #else
     dst[tid] = sum;

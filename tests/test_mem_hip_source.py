@@ -1,7 +1,8 @@
 """shaders/mem.cu through clang's HIP front end for AMD targets, without ROCm: every stream mode
-and layout, and the chase, type-check as the ROCm backend compiles them (the HIP branches:
-__shfl_xor over the wave, the chase's VGPR constraint). A stub hip/hip_runtime.h declares what
-the source uses; clang-tidy comes from the [test] extra (tests/helpers.py)."""
+and layout, and the chase, type-check as the ROCm backend compiles them, HIP branches included
+(__shfl_xor, the chase's VGPR constraint). Types and calls only: what the code does on a wave of
+64 is for the fake-HIP tests and real hardware. A stub hip/hip_runtime.h declares what the source
+uses; clang-tidy comes from the [test] extra (tests/helpers.py)."""
 from __future__ import annotations
 
 import os
@@ -20,6 +21,7 @@ RUNTIME = """#pragma once
 #define __device__ __attribute__((device))
 #define __shared__ __attribute__((shared))
 #define __forceinline__ inline __attribute__((always_inline))
+#define __launch_bounds__(n) __attribute__((amdgpu_flat_work_group_size(1, n)))
 struct __pb_dim { unsigned x, y, z; };
 __device__ extern const __pb_dim threadIdx, blockIdx, blockDim, gridDim;
 __device__ extern const int warpSize;

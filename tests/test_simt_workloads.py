@@ -68,10 +68,10 @@ def stream_player(bug: str = ""):
             row = n // unroll
             columns = row // block
             for b in range(blocks):
-                c = (b + (1 if bug == "layout" else 0)) % columns
+                c = b if bug == "wrap" else (b + (1 if bug == "layout" else 0)) % columns
                 at = c * block + np.arange(block)
                 total = sum(src[u * row + at].astype(np.uint64).sum(axis=0) for u in range(unroll))
-                dst[b % columns] = (total % (1 << 32)).astype(np.uint32)
+                dst[c if bug == "wrap" else b % columns] = (total % (1 << 32)).astype(np.uint32)
         elif mode == 0:
             chunk = layout == 0 and bug != "layout"
             span, lane = (n // blocks, block) if chunk else (n, blocks * block)
@@ -118,14 +118,14 @@ def test_streams_verify_and_count_their_bytes(rt, test, layout):
 
 
 @pytest.mark.parametrize("test, layout, bug", [("memory.read", "chunk", "layout"), ("memory.read", "stride", "short"),
-                                               ("memory.read", "rows", "layout"),
+                                               ("memory.read", "rows", "layout"), ("memory.read", "rows", "wrap"),
                                                ("memory.write", "tile", "short"), ("memory.copy", "tile", "short")])
 def test_a_kernel_that_reads_or_writes_the_wrong_vectors_fails(rt, test, layout, bug):
     rt.fake.kernels["stream"] = stream_player(bug)
     spec = CATALOG.get(test)
     w = workloads.StreamWorkload(spec, next(v for v in spec.variants if v.name == layout), rt)
     try:
-        assert "differ from the host reference" in w.verify()
+        assert ("did not wrap" if bug == "wrap" else "differ from the host reference") in w.verify()
     finally:
         w.close()
 

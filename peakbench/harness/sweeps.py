@@ -56,9 +56,10 @@ CHASE_MAX = 512 << 20
 # that can fit in the L2 (the H200's sweep showed 11.9-15.2 TB/s at 64-256 MiB that way).
 READ_BLOCKS_PER_UNIT = 2
 # The rows read's workgroup (where the device allows it), with ROWS_UNROLL rows
-# (catalog/memory.py): short-lived workgroups read DRAM fastest when each reads much. H200,
-# 16 passes a dispatch, GB/s for 256 x 16, 256 x 32, 1024 x 16 and 1024 x 32 threads x rows:
-# Vulkan 4706 / 4714 / 4713 / 4719, CUDA 4655 / 4665 / 4671 / 4685 (scripts/probes/*_stream_paths.py).
+# (catalog/memory.py): short-lived workgroups read DRAM fastest when each reads much. H200 board
+# c650911d, 16 passes a dispatch, GB/s for 256 x 16, 256 x 32, 1024 x 16 and 1024 x 32 threads x
+# rows: Vulkan 4705 / 4713 / 4715 / 4720, CUDA 4690 / 4690 / 4700 / 4709 (scripts/probes/
+# *_stream_paths.py; results/h200-probe-stream-paths-2026-11-30.txt, run 6).
 ROWS_BLOCK = 1024
 # The chase walks the whole cycle once untimed (up to this many loads) before it is timed, so up
 # to 128 MiB every timed load revisits a line one working set ago rather than touching it first;
@@ -91,10 +92,25 @@ def row_dispatches(passes: int, columns: int, max_groups: int) -> tuple[int, int
     """(passes per dispatch, dispatches) for a rows read of `passes` passes over `columns`
     columns: as few dispatches as a grid of at most `max_groups` workgroups allows, each with
     the same whole number of passes, so the bytes counted stay exact."""
-    per = max(1, min(passes, max_groups // columns))
+    if columns > max_groups:
+        raise ValueError(f"{columns} columns do not fit a grid of {max_groups} workgroups")
+    per = min(passes, max_groups // columns)
     while passes % per:
         per -= 1
     return per, passes // per
+
+
+def check_rows(got: np.ndarray, n: int, block: int, rows: int) -> str | None:
+    """A rows read's verification: two passes over n vectors (2 * columns workgroups) into an
+    output filled with 0xFF bytes. The first `columns` sums must be the host's; the next
+    `columns` must be untouched, or a workgroup of the second pass missed the wrap round to its
+    column (and read and wrote past the buffer in a long dispatch)."""
+    columns = n // (block * rows)
+    problem = check_stream("read", got[:columns * 4], n, columns, block, "rows", rows=rows)
+    stray = got[columns * 4:2 * columns * 4] != 0xFFFFFFFF
+    if problem is None and stray.any():
+        problem = f"{int(stray.sum())} words past the {columns} columns were written: the second pass did not wrap"
+    return problem
 
 
 def check_stream(mode: str, got: np.ndarray, n: int, blocks: int, block: int, layout: str = "chunk",

@@ -22,7 +22,6 @@ from peakbench.simt.runtime import Runtime
 SHADERS = Path(__file__).resolve().parents[2] / "shaders"
 BLOCK = sweeps.STREAM_BLOCK
 WAVES = 4                  # the ALU grid fills the device this many times over
-MAX_GRID = (1 << 31) - 1   # blocks in x of one launch, CUDA and HIP alike
 
 # Per element type: the C type one instruction works on, and the lanes it holds.
 ELEMENTS = {"fp64": ("double", 1), "fp32": ("float", 1), "fp16": ("__half2", 2), "bf16": ("bfloat162", 2),
@@ -135,11 +134,13 @@ class StreamWorkload:
         self.resident = lim.units * sweeps.READ_BLOCKS_PER_UNIT
         self.threads = self.resident * BLOCK
         self.step = self.tile if self.rows else self.threads * self.unroll
+        # Blocks in x of one launch: CUDA takes 2^31 - 1; HIP wants grid * block threads < 2^32.
+        self.max_grid = (1 << 31) - 1 if rt.dialect == "cuda" else ((1 << 32) - 1) // self.block
         self.n_vec = max(self.step, working_bytes(rt) // 16 // self.step * self.step)
         self.kernel = rt.compile(source("mem.cu"), {"MODE": sweeps.MODES[self.mode], "UNROLL": self.unroll,
                                                     "LAYOUT": sweeps.LAYOUTS[self.layout]}, "stream")
         self.src = rt.alloc(self.n_vec * 16)
-        out_vec = self.n_vec // self.tile if self.rows else self.threads if self.mode == "read" else self.n_vec
+        out_vec = max(8, self.n_vec // self.tile) if self.rows else self.threads if self.mode == "read" else self.n_vec
         self.dst = rt.alloc(out_vec * 16)
         fill = rt.compile(source("mem.cu"), {"MODE": sweeps.MODES["fill"]}, "stream")
         rt.launch(fill, self.resident, BLOCK, [self.dst, self.src, np.uint32(1), np.uint32(self.n_vec),
@@ -157,7 +158,7 @@ class StreamWorkload:
     def run(self, size: int, n_vec: int | None = None, mask: int = 0xFFFFFFFF, shift: int = 0) -> float:
         n = n_vec or self.n_vec
         if self.rows:
-            per, repeat = sweeps.row_dispatches(size, n // self.tile, MAX_GRID)
+            per, repeat = sweeps.row_dispatches(size, n // self.tile, self.max_grid)
             return self.rt.launch(self.kernel, per * (n // self.tile), self.block, self._args(1, n, mask, shift),
                                   repeat=repeat)
         if self.mode == "read":
@@ -171,14 +172,15 @@ class StreamWorkload:
         return float(size) * self.n_vec * 16 * (2 if self.mode == "copy" else 1)
 
     def verify(self) -> str | None:
-        """One pass over the first few vectors per thread (the rows read: over four columns),
-        checked in full against the host."""
+        """One pass over the first few vectors per thread, checked in full against the host. The
+        rows read: two passes over four columns, so the blocks of the second must wrap round to
+        the same columns (sweeps.check_rows)."""
         n = self.step * (4 if self.rows else 2)
         self.rt.fill(self.dst, 0xFF)
-        self.run(1, n)
+        self.run(2 if self.rows else 1, n)
         if self.rows:
-            got = np.frombuffer(self.rt.download(self.dst, n // self.tile * 16), np.uint32)
-            return sweeps.check_stream("read", got, n, n // self.tile, self.block, "rows", rows=self.unroll)
+            got = np.frombuffer(self.rt.download(self.dst, 2 * n // self.tile * 16), np.uint32)
+            return sweeps.check_rows(got, n, self.block, self.unroll)
         words = self.threads if self.mode == "read" else n
         got = np.frombuffer(self.rt.download(self.dst, words * 16), np.uint32)
         return sweeps.check_stream(self.mode, got, n, self.resident, BLOCK, self.layout)

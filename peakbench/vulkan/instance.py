@@ -77,7 +77,7 @@ class Capabilities:
     features: dict = field(default_factory=dict)     # name -> bool
     api_version: int = 0
     timestamp_period_ns: float = 1.0
-    max_workgroup_size: int = 128
+    max_workgroup_size: int = 128                   # of a 1-D workgroup: size[0] and invocations
     max_workgroups: int = 65535                     # maxComputeWorkGroupCount[0]
     max_storage_buffer_range: int = 1 << 27
     subgroup_size: int = 32
@@ -172,7 +172,8 @@ def probe(instance, pd, index: int) -> tuple[DeviceInfo, Capabilities]:
     kind = KINDS.get(p.deviceType, "other")
     caps = Capabilities(extensions=extensions, features=probe_features(pd, extensions),
                         api_version=p.apiVersion, timestamp_period_ns=p.limits.timestampPeriod,
-                        max_workgroup_size=p.limits.maxComputeWorkGroupSize[0],
+                        max_workgroup_size=min(p.limits.maxComputeWorkGroupSize[0],
+                                               p.limits.maxComputeWorkGroupInvocations),
                         max_workgroups=p.limits.maxComputeWorkGroupCount[0],
                         max_storage_buffer_range=p.limits.maxStorageBufferRange,
                         subgroup_size=sub.subgroupSize,

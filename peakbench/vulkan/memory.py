@@ -55,7 +55,7 @@ class StreamWorkload:
         self.pipeline = dev.pipeline(compile_shader("mem_stream.comp", settings),
                                      bindings=2, local_size=self.block, push_bytes=16, label=test.name)
         self.src = dev.buffer(self.n_vec * 16)
-        out_vec = self.n_vec // self.tile if self.rows else self.threads if self.mode == "read" else self.n_vec
+        out_vec = max(8, self.n_vec // self.tile) if self.rows else self.threads if self.mode == "read" else self.n_vec
         self.dst = dev.buffer(out_vec * 16)
         fill = dev.pipeline(compile_shader("mem_stream.comp", {"MODE": 3, "UNROLL": self.unroll}),
                             bindings=2, local_size=LOCAL, push_bytes=16, label="fill")
@@ -86,14 +86,15 @@ class StreamWorkload:
         return float(size) * self.n_vec * 16 * (2 if self.mode == "copy" else 1)
 
     def verify(self) -> str | None:
-        """One pass over the first few vectors per thread (the rows read: over four columns),
-        checked in full against the host."""
+        """One pass over the first few vectors per thread, checked in full against the host. The
+        rows read: two passes over four columns, so the workgroups of the second must wrap
+        round to the same columns (sweeps.check_rows)."""
         n = self.step * (4 if self.rows else 2)
         self.dev.fill(self.dst, 0xFFFFFFFF)
-        self.run(1, n)
+        self.run(2 if self.rows else 1, n)
         if self.rows:
-            got = np.frombuffer(self.dev.download(self.dst, n // self.tile * 16), np.uint32)
-            return sweeps.check_stream("read", got, n, n // self.tile, self.block, "rows", rows=self.unroll)
+            got = np.frombuffer(self.dev.download(self.dst, 2 * n // self.tile * 16), np.uint32)
+            return sweeps.check_rows(got, n, self.block, self.unroll)
         words = self.threads if self.mode == "read" else n
         got = np.frombuffer(self.dev.download(self.dst, words * 16), np.uint32)
         return sweeps.check_stream(self.mode, got, n, self.resident, LOCAL, self.layout)
@@ -103,6 +104,8 @@ class StreamWorkload:
         return self.sweep(sweeps.SWEEP_SAMPLE_S) if self.layout == "chunk" else None
 
     def sweep(self, sample_s: float) -> dict:
+        if self.layout != "chunk":
+            raise ValueError(f"the bandwidth sweep runs on the chunk read, not {self.layout}")
         return sweeps.bandwidth_sweep(self.run, self.resident, self.tile, self.n_vec * 16, sample_s)
 
     def close(self) -> None:

@@ -20,7 +20,7 @@
    laid out as rows or as tiles taken b % tiles, several passes in one launch.
 10. The driver's own cudaMemsetAsync and cudaMemcpyAsync (device to device) over 1 GiB.
 11. The stride read (shaders/mem.cu LAYOUT 1, which reads 3.86-3.91 TB/s in peakbench where
-   Vulkan's reads 4.52-4.64) with 16, 8, 4 and 1 partial sums, against the chunk read.
+   Vulkan's reads 4.53-4.64) with 16, 8, 4 and 1 partial sums, against the chunk read.
 
 Run on the GPU machine from the repository root: python3 scripts/probes/cuda_stream_paths.py [section ...]
 """
@@ -275,10 +275,6 @@ def write_paths(ctx) -> None:
     for label, qual in STORES.items():
         if qual is None:
             code = SOURCE
-        elif qual.endswith(".u32") and ".v4." not in qual:      # no vector form: four word stores
-            words = "".join(f'asm volatile("{qual} [%0], %1;" :: "l"((unsigned*)(dst + j) + {k}), "r"(w.{c}) : "memory"); '
-                            for k, c in enumerate("xyzw"))
-            code = SOURCE.replace(STORE, "        { uint4 w = make_uint4(j, j ^ 0x5bd1e995U, ~j, j * 2654435761U); " + words + "}")
         else:
             code = SOURCE.replace(STORE, "        { uint4 w = make_uint4(j, j ^ 0x5bd1e995U, ~j, j * 2654435761U); "
                                          f'asm volatile("{qual} [%0], {{%1, %2, %3, %4}};" :: "l"(dst + j), '
@@ -345,8 +341,9 @@ class Context:
 
 
 def main(chosen: list[str]) -> None:
-    """Sections by number (4 runs 4 and 5), all by default."""
+    """Sections by number (4 or 5 runs both, as do 8 or 9), all by default."""
     ctx = Context()
+    chosen = [{"5": "4", "9": "8"}.get(key, key) for key in chosen]
     for key, section in SECTIONS.items():
         if not chosen or key in chosen:
             section(ctx)

@@ -403,6 +403,18 @@ def interop(dev) -> None:
     def exportable_memory(device, info, allocator):
         return allocate(device, vk.VkMemoryAllocateInfo(allocationSize=info.allocationSize, memoryTypeIndex=info.memoryTypeIndex,
                                                         pNext=vk.VkExportMemoryAllocateInfo(handleTypes=fd_type)), allocator)
+
+    class Handle(ctypes.Union):
+        _fields_ = [("fd", ctypes.c_int), ("pair", ctypes.c_void_p * 2)]
+
+    class MemoryDesc(ctypes.Structure):           # CUDA_EXTERNAL_MEMORY_HANDLE_DESC
+        _fields_ = [("type", ctypes.c_int), ("handle", Handle), ("size", ctypes.c_ulonglong),
+                    ("flags", ctypes.c_uint), ("reserved", ctypes.c_uint * 16)]
+
+    class BufferDesc(ctypes.Structure):           # CUDA_EXTERNAL_MEMORY_BUFFER_DESC
+        _fields_ = [("offset", ctypes.c_ulonglong), ("size", ctypes.c_ulonglong), ("flags", ctypes.c_uint),
+                    ("reserved", ctypes.c_uint * 16)]
+
     vulkan_device.vk.VkDeviceCreateInfo = with_fd_extension
     backend = create()
     try:
@@ -414,26 +426,15 @@ def interop(dev) -> None:
         w = stream(other, "memory.write", "tile", 1)
     finally:
         vulkan_device.vk.vkCreateBuffer, vulkan_device.vk.vkAllocateMemory = create_buffer, allocate
+    cuda, memory = ctypes.CDLL("libcuda.so.1"), ctypes.c_void_p()
     try:
         size = vk.vkGetBufferMemoryRequirements(other.device, w.dst.handle).size
         get_fd = vk.vkGetDeviceProcAddr(other.device, "vkGetMemoryFdKHR")
         fd = get_fd(other.device, vk.VkMemoryGetFdInfoKHR(memory=w.dst.memory, handleType=fd_type))
         vulkan_rate = gbs(w)
-
-        class Handle(ctypes.Union):
-            _fields_ = [("fd", ctypes.c_int), ("pair", ctypes.c_void_p * 2)]
-
-        class MemoryDesc(ctypes.Structure):
-            _fields_ = [("type", ctypes.c_int), ("handle", Handle), ("size", ctypes.c_ulonglong),
-                        ("flags", ctypes.c_uint), ("reserved", ctypes.c_uint * 16)]
-
-        class BufferDesc(ctypes.Structure):
-            _fields_ = [("offset", ctypes.c_ulonglong), ("size", ctypes.c_ulonglong), ("flags", ctypes.c_uint),
-                        ("reserved", ctypes.c_uint * 16)]
-        cuda = ctypes.CDLL("libcuda.so.1")
         cp.cuda.Device(0).use()
         own = cp.zeros(w.n_vec * 4, dtype=cp.uint32)              # makes CuPy's context current
-        memory, pointer = ctypes.c_void_p(), ctypes.c_ulonglong()
+        pointer = ctypes.c_ulonglong()
         desc = MemoryDesc(type=1, size=size)                       # CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD
         desc.handle.fd = fd
         assert cuda.cuImportExternalMemory(ctypes.byref(memory), ctypes.byref(desc)) == 0, "cuImportExternalMemory"
@@ -461,8 +462,9 @@ def interop(dev) -> None:
         print(f"   CUDA's kernel, CUDA's memory: {on_cuda:.0f}")
         print(f"   Vulkan's kernel again: {gbs(w):.0f}")
         del shared
-        cuda.cuDestroyExternalMemory(memory)
     finally:
+        if memory.value:
+            cuda.cuDestroyExternalMemory(memory)
         w.close()
         other.close()
         backend.close()
