@@ -26,6 +26,8 @@ cuda_stream_paths.py); not peakbench tests. On the first Vulkan device:
 13. Whose is the write's ceiling, Vulkan's memory or Vulkan's execution: a 1 GiB buffer made by
    Vulkan and exported (opaque fd), imported into CUDA (cuImportExternalMemory), and written by
    both APIs' write kernels, against CUDA's kernel on its own memory. Needs CuPy.
+14. The write with tiles handed out by an atomic ticket, in the order workgroups start rather
+   than by workgroup ID: does the order the driver launches workgroups in hold the write back?
 
 Sections run by number: python3 scripts/probes/vulkan_stream_paths.py 5 6 (all by default).
 
@@ -470,10 +472,54 @@ def interop(dev) -> None:
         backend.close()
 
 
+TICKET = """
+    uint tiles = push.n_vec / (gl_WorkGroupSize.x * UNROLL);
+    if (gl_LocalInvocationID.x == 0) ticket = atomicAdd(next_tile, 1u) % tiles;
+    barrier();
+    uint base = ticket * gl_WorkGroupSize.x * UNROLL + gl_LocalInvocationID.x;"""
+
+
+def ticket_write(dev) -> None:
+    from vulkan_memory import glsl
+    from peakbench.vulkan.shaders import SHADERS
+    print("14. the write by workgroup ID and by atomic ticket, 8 passes a dispatch (GB/s)")
+    text = (SHADERS / "mem_stream.comp").read_text()
+    base = "    uint base = gl_WorkGroupID.x * gl_WorkGroupSize.x * UNROLL + gl_LocalInvocationID.x;"
+    modulo = "    uint base = (gl_WorkGroupID.x % (push.n_vec / (gl_WorkGroupSize.x * UNROLL))) * gl_WorkGroupSize.x * UNROLL + gl_LocalInvocationID.x;"
+    dst = "layout(std430, binding = 1) restrict writeonly buffer Dst { uvec4 dst[]; };"
+    assert base in text and dst in text
+    by_id = text.replace(base, modulo)
+    ticket = text.replace(dst, dst + "\nlayout(std430, binding = 2) buffer Ticket { uint next_tile; };\nshared uint ticket;")
+    ticket = ticket.replace(base, TICKET)
+    w = stream(dev, "memory.write", "tile", 1)
+    counter = dev.buffer(256)
+    try:
+        for unroll in (1, 4):
+            row = []
+            for label, code, bindings in (("workgroup ID", by_id, 2), ("ticket", ticket, 3)):
+                p = dev.pipeline(glsl(code, {"MODE": 1, "UNROLL": unroll}), bindings=bindings, local_size=LOCAL,
+                                 push_bytes=16, label=label)
+                try:
+                    dev.fill(w.dst, 0xFFFFFFFF)            # what the check below reads is this config's
+                    dev.bind(p, [w.src, w.dst, counter][:bindings])
+                    groups, push, times = 8 * (w.n_vec // (LOCAL * unroll)), [1, w.n_vec, 0xFFFFFFFF, 0], []
+                    for k in range(6):
+                        dev.fill(counter, 0)
+                        times.append(dev.dispatch(p, groups, push))
+                    row.append(f"{label} {8 * w.n_vec * 16 / float(np.median(times[1:])) / 1e9:.0f}")
+                finally:
+                    dev.destroy(p)
+            check = np.frombuffer(dev.download(w.dst, 1 << 16), np.uint32).reshape(-1, 4)[:, 0]
+            print(f"   {unroll} a thread: " + ", ".join(row) + f" (the ticket's tiles written right: {bool((check == np.arange(4096)).all())})")
+    finally:
+        dev.free(counter)
+        w.close()
+
+
 SECTIONS = {"1": shipped, "2": nontemporal_variants, "3": read_shapes, "4": sizes, "5": rows_read, "6": write_paths,
             "7": again, "8": without_capture, "9": allocations,
             "10": churn, "11": commands, "12": compute_family,
-            "13": interop}
+            "13": interop, "14": ticket_write}
 
 
 def main(chosen: list[str]) -> None:
