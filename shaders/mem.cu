@@ -13,10 +13,11 @@
 //   reads slice b + pass * shift of n_vec / blocks vectors, its index wrapped at `mask`, or the
 //   whole grid strides through the buffer. The fastest layout differed between boards
 //   (PERFORMANCE_ANALYSIS.md), so all run and the fastest counts.
-// - write, copy: one tile of blockDim * UNROLL vectors per block, as many blocks as tiles: the
-//   blocks retire in order, so the stores advance through memory as one front. One launch is one
-//   pass (n_vec * 16 bytes written; copy counts read + written, 2 * n_vec * 16); the host
-//   repeats launches (a pass loop inside the kernel would rewrite lines still in the L2).
+// - write, copy: one tile of blockDim * UNROLL vectors per block, block b on tile b % tiles: the
+//   blocks retire in order, so the stores advance through memory as one front; the host launches
+//   passes * tiles blocks (n_vec * 16 bytes written a pass; copy counts read + written,
+//   2 * n_vec * 16). A tile comes round again a whole buffer later, long out of the L2 (a pass
+//   loop inside a resident block would rewrite lines still there).
 // MODE 0 read: every lane of every vector is summed (a sum of only .x would let the compiler
 //   narrow the 16-byte loads); each thread of the chunk and stride reads stores its sum, which
 //   the host checks. The stream runs the chunk with shift 0 and mask all ones; the cache sweep
@@ -141,7 +142,8 @@ extern "C" __global__ void STREAM_BOUNDS stream(const uint4* __restrict__ src, u
     dst[blockIdx.x * blockDim.x + threadIdx.x] = sum;
 #endif
 #else
-    const unsigned base = blockIdx.x * blockDim.x * UNROLL + threadIdx.x;
+    const unsigned tile = blockIdx.x % (n_vec / (blockDim.x * UNROLL));
+    const unsigned base = tile * blockDim.x * UNROLL + threadIdx.x;
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
         const unsigned j = base + u * blockDim.x;

@@ -12,9 +12,10 @@
 //   n_vec * 16): workgroup g reads slice g + pass * shift of n_vec / workgroups vectors, its
 //   index wrapped at `mask`, or the whole grid strides through the buffer. The fastest layout
 //   differed between boards (PERFORMANCE_ANALYSIS.md), so all run and the fastest counts.
-// - write, copy: one tile of local_size * UNROLL vectors per workgroup, as many workgroups as
-//   tiles, retiring in order, so the stores advance through memory as one front. One dispatch is
-//   one pass (n_vec * 16 bytes written; copy counts read + written); the host repeats dispatches.
+// - write, copy: one tile of local_size * UNROLL vectors per workgroup, workgroup w on tile w %
+//   tiles, retiring in order, so the stores advance through memory as one front; the host
+//   dispatches passes * tiles workgroups (n_vec * 16 bytes written a pass; copy counts read +
+//   written). A tile comes round again a whole buffer later, long out of the L2.
 // MODE 0 read: every lane of every vector is summed (a sum of only .x would let a compiler
 //   narrow the 16-byte loads); each thread of the chunk and stride reads stores its sum, which
 //   the host checks.
@@ -100,7 +101,8 @@ void main() {
     dst[tid] = sum;
 #endif
 #else
-    uint base = gl_WorkGroupID.x * gl_WorkGroupSize.x * UNROLL + gl_LocalInvocationID.x;
+    uint tile = gl_WorkGroupID.x % (push.n_vec / (gl_WorkGroupSize.x * UNROLL));
+    uint base = tile * gl_WorkGroupSize.x * UNROLL + gl_LocalInvocationID.x;
     [[unroll]] for (uint u = 0; u < UNROLL; u++) {
         uint j = base + u * gl_WorkGroupSize.x;
 #if MODE == 1

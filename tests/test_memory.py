@@ -124,22 +124,27 @@ def test_the_rows_read_checks_each_columns_total():
 
 
 def test_rows_reads_split_into_as_few_dispatches_as_the_grid_limit_allows():
-    assert sweeps.row_dispatches(64, 1024, 65535) == (32, 2)
-    assert sweeps.row_dispatches(1, 1024, 65535) == (1, 1)
-    assert sweeps.row_dispatches(48, 1024, (1 << 31) - 1) == (48, 1)
-    assert sweeps.row_dispatches(6, 1024, 4096) == (3, 2)      # a divisor, so passes stay exact
+    assert sweeps.pass_dispatches(64, 1024, 65535) == (32, 2)
+    assert sweeps.pass_dispatches(1, 1024, 65535) == (1, 1)
+    assert sweeps.pass_dispatches(48, 1024, (1 << 31) - 1) == (48, 1)
+    assert sweeps.pass_dispatches(6, 1024, 4096) == (3, 2)      # a divisor, so passes stay exact
     with pytest.raises(ValueError, match="do not fit"):       # not even one pass fits the grid
-        sweeps.row_dispatches(4, 1 << 20, 65535)
+        sweeps.pass_dispatches(4, 1 << 20, 65535)
 
 
-def test_the_rows_check_catches_a_second_pass_that_did_not_wrap():
+def test_the_two_pass_check_catches_a_second_pass_that_did_not_wrap():
     n, block, rows = 16, 4, 2                          # 2 columns, checked over 2 passes
     want = sweeps.read_sums(n, 2, block, "rows", rows=rows)
     got = np.full((4, 4), 0xFFFFFFFF, np.uint32)
     got[:2] = want
-    assert sweeps.check_rows(got.ravel(), n, block, rows) is None
+    assert sweeps.check_wrapped("read", got.ravel(), n, block, rows, "rows") is None
     got[3] = want[1]                                   # workgroup 3 wrote column 3, not 1
-    assert "did not wrap" in sweeps.check_rows(got.ravel(), n, block, rows)
+    assert "did not wrap" in sweeps.check_wrapped("read", got.ravel(), n, block, rows, "rows")
+    written = np.full((2 * n, 4), 0xFFFFFFFF, np.uint32)   # the write: n vectors a pass
+    written[:n] = sweeps.written(np.arange(n))
+    assert sweeps.check_wrapped("write", written.ravel(), n, block, 1, "tile") is None
+    written[n] = sweeps.written(np.arange(n, n + 1))[0]
+    assert "did not wrap" in sweeps.check_wrapped("write", written.ravel(), n, block, 1, "tile")
 
 
 def test_read_sums_follow_the_rotating_slices():

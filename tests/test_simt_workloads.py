@@ -83,11 +83,13 @@ def stream_player(bug: str = ""):
                     for u in range(unroll):
                         acc += src[(base + i + u * lane) & (mask if chunk else 0xFFFFFFFF)]
             dst[:len(tid)] = (acc % (1 << 32)).astype(np.uint32)
-        else:
-            j = ((tid // block) * block * unroll + tid % block)[:, None] + np.arange(unroll) * block
+        else:                                   # block b on tile b % tiles (b, without the wrap)
+            tiles = n // (block * unroll)
+            tile = tid // block if bug == "wrap" else (tid // block) % tiles
+            if bug == "short":                  # every block's last thread stores nothing
+                tile, tid = tile[tid % block != block - 1], tid[tid % block != block - 1]
+            j = (tile * block * unroll + tid % block)[:, None] + np.arange(unroll) * block
             j = j.ravel().astype(np.uint32)
-            if bug == "short":
-                j = j[:-1]
             dst[j] = src[j] if mode == 2 else np.stack([j, j ^ np.uint32(0x5BD1E995), ~j, j * np.uint32(2654435761)], 1)
     return play
 
@@ -108,8 +110,8 @@ def test_streams_verify_and_count_their_bytes(rt, test, layout):
         if layout == "rows":          # one launch of 3 passes' columns, taken in order
             assert len(runs) == 1 and runs[0]["grid"][0] == 3 * w.n_vec // (w.block * variant.unroll)
             assert runs[0]["block"][0] == w.block == 1024
-        elif layout == "tile":        # one launch per pass, one block per tile
-            assert len(runs) == 3 and runs[0]["grid"][0] == w.n_vec // (256 * variant.unroll)
+        elif layout == "tile":        # one launch of 3 passes' tiles, one block per tile
+            assert len(runs) == 1 and runs[0]["grid"][0] == 3 * w.n_vec // (256 * variant.unroll)
         else:                         # a resident grid (2 blocks per CU), the passes inside
             assert len(runs) == 1 and runs[0]["grid"][0] == 4 and fake_hip.scalar(args(runs[0])[2]) == 3
         assert w.work(3) == 3 * 16 * MIB * (2 if test == "memory.copy" else 1)
@@ -119,7 +121,8 @@ def test_streams_verify_and_count_their_bytes(rt, test, layout):
 
 @pytest.mark.parametrize("test, layout, bug", [("memory.read", "chunk", "layout"), ("memory.read", "stride", "short"),
                                                ("memory.read", "rows", "layout"), ("memory.read", "rows", "wrap"),
-                                               ("memory.write", "tile", "short"), ("memory.copy", "tile", "short")])
+                                               ("memory.write", "tile", "short"), ("memory.write", "tile", "wrap"),
+                                               ("memory.copy", "tile", "short")])
 def test_a_kernel_that_reads_or_writes_the_wrong_vectors_fails(rt, test, layout, bug):
     rt.fake.kernels["stream"] = stream_player(bug)
     spec = CATALOG.get(test)

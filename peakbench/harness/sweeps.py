@@ -88,28 +88,31 @@ def read_sums(n: int, blocks: int, block: int, layout: str = "chunk", passes: in
     return (total % (1 << 32)).astype(np.uint32).reshape(blocks * block, 4)
 
 
-def row_dispatches(passes: int, columns: int, max_groups: int) -> tuple[int, int]:
-    """(passes per dispatch, dispatches) for a rows read of `passes` passes over `columns`
-    columns: as few dispatches as a grid of at most `max_groups` workgroups allows, each with
-    the same whole number of passes, so the bytes counted stay exact."""
-    if columns > max_groups:
-        raise ValueError(f"{columns} columns do not fit a grid of {max_groups} workgroups")
-    per = min(passes, max_groups // columns)
+def pass_dispatches(passes: int, groups: int, max_groups: int) -> tuple[int, int]:
+    """(passes per dispatch, dispatches) for `passes` passes of `groups` workgroups each (the rows
+    read's columns, the write's and copy's tiles): as few dispatches as a grid of at most
+    `max_groups` workgroups allows, each with the same whole number of passes, so the bytes
+    counted stay exact."""
+    if groups > max_groups:
+        raise ValueError(f"{groups} workgroups a pass do not fit a grid of {max_groups}")
+    per = min(passes, max_groups // groups)
     while passes % per:
         per -= 1
     return per, passes // per
 
 
-def check_rows(got: np.ndarray, n: int, block: int, rows: int) -> str | None:
-    """A rows read's verification: two passes over n vectors (2 * columns workgroups) into an
-    output filled with 0xFF bytes. The first `columns` sums must be the host's; the next
-    `columns` must be untouched, or a workgroup of the second pass missed the wrap round to its
-    column (and read and wrote past the buffer in a long dispatch)."""
-    columns = n // (block * rows)
-    problem = check_stream("read", got[:columns * 4], n, columns, block, "rows", rows=rows)
-    stray = got[columns * 4:2 * columns * 4] != 0xFFFFFFFF
+def check_wrapped(mode: str, got: np.ndarray, n: int, block: int, unroll: int, layout: str) -> str | None:
+    """The verification of a stream that hands out its work `w % groups` (the rows read's
+    columns, the write's and copy's tiles): two passes over n vectors into an output filled
+    with 0xFF bytes. The first pass's outputs must be the host's; the next as many must be
+    untouched, or a workgroup of the second pass missed the wrap round (and would read and write
+    past the buffer in a long dispatch)."""
+    outputs = n // (block * unroll) if mode == "read" else n
+    read = {"rows": unroll} if mode == "read" else {}
+    problem = check_stream(mode, got[:outputs * 4], n, outputs, block, layout, **read)
+    stray = got[outputs * 4:2 * outputs * 4] != 0xFFFFFFFF
     if problem is None and stray.any():
-        problem = f"{int(stray.sum())} words past the {columns} columns were written: the second pass did not wrap"
+        problem = f"{int(stray.sum())} words past the first pass's {outputs} outputs were written: the second pass did not wrap"
     return problem
 
 

@@ -120,8 +120,8 @@ class StreamWorkload:
     reads are a grid resident all at once (READ_BLOCKS_PER_UNIT blocks per SM/CU) looping over
     the buffer `size` times in the kernel, so a line is reread only after the rest of the buffer
     went by (vulkan/memory.py says more); the rows read launches `size` * columns short-lived
-    blocks, taken in order; write and copy launch one block per tile, `size` times
-    (shaders/mem.cu says why)."""
+    blocks, taken in order, write and copy `size` * tiles, one tile each (shaders/mem.cu says
+    why)."""
 
     @release_on_failure
     def __init__(self, test: TestSpec, variant: Variant, rt: Runtime):
@@ -148,7 +148,7 @@ class StreamWorkload:
         layout = {"chunk": "a resident grid, a contiguous chunk per block, passes in the kernel",
                   "stride": "a resident grid striding through the buffer, passes in the kernel",
                   "rows": "the buffer as unroll rows, a block per column of each, passes * columns per launch",
-                  "tile": "one block per tile of block * unroll vectors, one launch per pass"}[self.layout]
+                  "tile": "a block per tile of block * unroll vectors, passes * tiles per launch"}[self.layout]
         self.params = {"buffer_bytes": self.n_vec * 16, "block": self.block,
                        "blocks": self.resident if self.mode == "read" and not self.rows else self.n_vec // self.tile,
                        "access_bytes": 16, "unroll": self.unroll, "layout": layout,
@@ -157,13 +157,11 @@ class StreamWorkload:
 
     def run(self, size: int, n_vec: int | None = None, mask: int = 0xFFFFFFFF, shift: int = 0) -> float:
         n = n_vec or self.n_vec
-        if self.rows:
-            per, repeat = sweeps.row_dispatches(size, n // self.tile, self.max_grid)
-            return self.rt.launch(self.kernel, per * (n // self.tile), self.block, self._args(1, n, mask, shift),
-                                  repeat=repeat)
-        if self.mode == "read":
+        if self.mode == "read" and not self.rows:
             return self.rt.launch(self.kernel, self.resident, BLOCK, self._args(size, n, mask, shift))
-        return self.rt.launch(self.kernel, n // self.tile, BLOCK, self._args(1, n, mask, shift), repeat=size)
+        per, repeat = sweeps.pass_dispatches(size, n // self.tile, self.max_grid)
+        return self.rt.launch(self.kernel, per * (n // self.tile), self.block, self._args(1, n, mask, shift),
+                              repeat=repeat)
 
     def _args(self, passes, n, mask, shift) -> list:
         return [self.src, self.dst, np.uint32(passes), np.uint32(n), np.uint32(mask), np.uint32(shift)]
@@ -172,18 +170,19 @@ class StreamWorkload:
         return float(size) * self.n_vec * 16 * (2 if self.mode == "copy" else 1)
 
     def verify(self) -> str | None:
-        """One pass over the first few vectors per thread, checked in full against the host. The
-        rows read: two passes over four columns, so the blocks of the second must wrap round to
-        the same columns (sweeps.check_rows)."""
+        """The first few vectors per thread, checked in full against the host: one pass of the
+        chunk and stride reads; two of the others, whose second pass must wrap round to the
+        first's work (sweeps.check_wrapped)."""
+        wraps = self.rows or self.mode != "read"
         n = self.step * (4 if self.rows else 2)
         self.rt.fill(self.dst, 0xFF)
-        self.run(2 if self.rows else 1, n)
-        if self.rows:
-            got = np.frombuffer(self.rt.download(self.dst, 2 * n // self.tile * 16), np.uint32)
-            return sweeps.check_rows(got, n, self.block, self.unroll)
-        words = self.threads if self.mode == "read" else n
-        got = np.frombuffer(self.rt.download(self.dst, words * 16), np.uint32)
-        return sweeps.check_stream(self.mode, got, n, self.resident, BLOCK, self.layout)
+        self.run(2 if wraps else 1, n)
+        if wraps:
+            outputs = n // self.tile if self.rows else n
+            got = np.frombuffer(self.rt.download(self.dst, 2 * outputs * 16), np.uint32)
+            return sweeps.check_wrapped(self.mode, got, n, self.block, self.unroll, self.layout)
+        got = np.frombuffer(self.rt.download(self.dst, self.threads * 16), np.uint32)
+        return sweeps.check_stream("read", got, n, self.resident, BLOCK, self.layout)
 
     def series(self) -> dict | None:
         """The read sweep, once per test, on the chunk variant (harness/sweeps.py says how)."""

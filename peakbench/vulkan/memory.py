@@ -32,8 +32,8 @@ class StreamWorkload:
     The chunk and stride reads are a grid resident all at once (READ_BLOCKS_PER_UNIT workgroups
     per compute unit) looping over the buffer `size` times inside the shader: a line is reread
     only after the rest of the buffer went by, so the L2 cannot serve it. The rows read
-    dispatches `size` * columns short-lived workgroups, taken in order. Write and copy launch one
-    workgroup per tile and repeat the dispatch `size` times (mem_stream.comp says why)."""
+    dispatches `size` * columns short-lived workgroups, taken in order; write and copy `size` *
+    tiles, one tile each (mem_stream.comp says why)."""
 
     @release_on_failure
     def __init__(self, test: TestSpec, variant: Variant, dev):
@@ -66,7 +66,7 @@ class StreamWorkload:
         layout = {"chunk": "a resident grid, a contiguous chunk per workgroup, passes in the shader",
                   "stride": "a resident grid striding through the buffer, passes in the shader",
                   "rows": "the buffer as unroll rows, a workgroup per column of each, passes * columns per dispatch",
-                  "tile": "one workgroup per tile of workgroup_size * unroll vectors, one dispatch per pass"}[self.layout]
+                  "tile": "a workgroup per tile of workgroup_size * unroll vectors, passes * tiles per dispatch"}[self.layout]
         self.params = {"buffer_bytes": self.n_vec * 16, "workgroup_size": self.block,
                        "workgroups": self.resident if self.mode == "read" and not self.rows else self.n_vec // self.tile,
                        "access_bytes": 16, "unroll": self.unroll, "layout": layout,
@@ -75,29 +75,29 @@ class StreamWorkload:
 
     def run(self, size: int, n_vec: int | None = None, mask: int = 0xFFFFFFFF, shift: int = 0) -> float:
         n = n_vec or self.n_vec
-        if self.rows:
-            per, repeat = sweeps.row_dispatches(size, n // self.tile, self.dev.caps.max_workgroups)
-            return self.dev.dispatch(self.pipeline, per * (n // self.tile), [1, n, mask, shift], repeat=repeat)
-        if self.mode == "read":
+        if self.mode == "read" and not self.rows:
             return self.dev.dispatch(self.pipeline, self.resident, [size, n, mask, shift])
-        return self.dev.dispatch(self.pipeline, n // self.tile, [1, n, mask, shift], repeat=size)
+        per, repeat = sweeps.pass_dispatches(size, n // self.tile, self.dev.caps.max_workgroups)
+        return self.dev.dispatch(self.pipeline, per * (n // self.tile), [1, n, mask, shift], repeat=repeat)
 
     def work(self, size: int) -> float:
         return float(size) * self.n_vec * 16 * (2 if self.mode == "copy" else 1)
 
     def verify(self) -> str | None:
-        """One pass over the first few vectors per thread, checked in full against the host. The
-        rows read: two passes over four columns, so the workgroups of the second must wrap
-        round to the same columns (sweeps.check_rows)."""
+        """The first few vectors per thread, checked in full against the host: one pass of the
+        chunk and stride reads; two of the others, whose second pass must wrap round to the
+        first's work (sweeps.check_wrapped)."""
+        wraps = self.rows or self.mode != "read"
         n = self.step * (4 if self.rows else 2)
         self.dev.fill(self.dst, 0xFFFFFFFF)
-        self.run(2 if self.rows else 1, n)
-        if self.rows:
-            got = np.frombuffer(self.dev.download(self.dst, 2 * n // self.tile * 16), np.uint32)
-            return sweeps.check_rows(got, n, self.block, self.unroll)
-        words = self.threads if self.mode == "read" else n
+        self.run(2 if wraps else 1, n)
+        if wraps:
+            outputs = n // self.tile if self.rows else n
+            got = np.frombuffer(self.dev.download(self.dst, 2 * outputs * 16), np.uint32)
+            return sweeps.check_wrapped(self.mode, got, n, self.block, self.unroll, self.layout)
+        words = self.threads
         got = np.frombuffer(self.dev.download(self.dst, words * 16), np.uint32)
-        return sweeps.check_stream(self.mode, got, n, self.resident, LOCAL, self.layout)
+        return sweeps.check_stream("read", got, n, self.resident, LOCAL, self.layout)
 
     def series(self) -> dict | None:
         """The read sweep, once per test, on the chunk variant (harness/sweeps.py says how)."""

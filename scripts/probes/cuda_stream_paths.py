@@ -261,9 +261,11 @@ STORES = {"default": None, "st.global.wb": "st.global.wb.v4.u32", "st.global.cg"
           "st.volatile": "st.volatile.global.v4.u32", "st.L1::no_allocate": "st.global.L1::no_allocate.v4.u32",
           "st.relaxed.sys": "st.relaxed.sys.global.v4.u32", "st.relaxed.cta": "st.relaxed.cta.global.v4.u32",
           "st.L1::evict_first": "st.global.L1::evict_first.v4.u32", "st.L1::evict_last": "st.global.L1::evict_last.v4.u32"}
-WRITE_LAYOUTS = {
-    "tiles b % tiles": "const unsigned base = (blockIdx.x % (n_vec / (blockDim.x * UNROLL))) * blockDim.x * UNROLL + threadIdx.x;",
-    "rows": "const unsigned row = n_vec / UNROLL, base = (blockIdx.x % (row / blockDim.x)) * blockDim.x + threadIdx.x;",
+SHIPPED_BASE = """    const unsigned tile = blockIdx.x % (n_vec / (blockDim.x * UNROLL));
+    const unsigned base = tile * blockDim.x * UNROLL + threadIdx.x;"""
+WRITE_LAYOUTS = {      # tiles taken b % tiles are what ships since 2026-11-30
+    "tiles b % tiles": SHIPPED_BASE,
+    "rows": "    const unsigned row = n_vec / UNROLL, base = (blockIdx.x % (row / blockDim.x)) * blockDim.x + threadIdx.x;",
 }
 
 
@@ -286,11 +288,10 @@ def write_paths(ctx) -> None:
                 f((n // 256,), (256,), args)
         print(f"   {label:20s} {16 * GIB / seconds(sixteen, 3) / 1e9:6.0f}")
     print("9. the write laid out otherwise, 8 passes in one launch (GB/s)")
-    shipped_base = "    const unsigned base = blockIdx.x * blockDim.x * UNROLL + threadIdx.x;"
-    assert shipped_base in SOURCE
+    assert SHIPPED_BASE in SOURCE
     for label, base in WRITE_LAYOUTS.items():
         for unroll in (1, 4, 16):
-            code = SOURCE.replace(shipped_base, "    " + base)
+            code = SOURCE.replace(SHIPPED_BASE, base)
             if label == "rows":
                 code = code.replace("const unsigned j = base + u * blockDim.x;", "const unsigned j = base + u * row;")
             f = kernel(code, "stream", MODE=1, UNROLL=unroll)

@@ -187,6 +187,10 @@ def rows_read(dev) -> None:
         w.close()
 
 
+WRITE_BASE = """    uint tile = gl_WorkGroupID.x % (push.n_vec / (gl_WorkGroupSize.x * UNROLL));
+    uint base = tile * gl_WorkGroupSize.x * UNROLL + gl_LocalInvocationID.x;"""
+
+
 def write_paths(dev) -> None:
     print("6. the write under the Vulkan memory model, and laid out otherwise (GB/s)")
     from vulkan_memory import glsl
@@ -194,13 +198,11 @@ def write_paths(dev) -> None:
     text = (SHADERS / "mem_stream.comp").read_text()
     version = "#version 450\n"
     model = text.replace(version, version + "#extension GL_KHR_memory_scope_semantics : require\n#pragma use_vulkan_memory_model\n", 1)
-    base = "    uint base = gl_WorkGroupID.x * gl_WorkGroupSize.x * UNROLL + gl_LocalInvocationID.x;"
     step = "        uint j = base + u * gl_WorkGroupSize.x;"
-    assert base in text and step in text
-    layouts = {"tiles w % tiles": text.replace(base, "    uint base = (gl_WorkGroupID.x % (push.n_vec / (gl_WorkGroupSize.x * UNROLL)))"
-                                                  " * gl_WorkGroupSize.x * UNROLL + gl_LocalInvocationID.x;"),
-               "rows": text.replace(base, "    uint row = push.n_vec / UNROLL;\n    uint base = (gl_WorkGroupID.x % (row / gl_WorkGroupSize.x))"
-                                          " * gl_WorkGroupSize.x + gl_LocalInvocationID.x;").replace(step, "        uint j = base + u * row;")}
+    assert WRITE_BASE in text and step in text
+    layouts = {"tiles w % tiles": text,        # as shipped since 2026-11-30
+               "rows": text.replace(WRITE_BASE, "    uint row = push.n_vec / UNROLL;\n    uint base = (gl_WorkGroupID.x % (row / gl_WorkGroupSize.x))"
+                                                " * gl_WorkGroupSize.x + gl_LocalInvocationID.x;").replace(step, "        uint j = base + u * row;")}
     w = stream(dev, "memory.write", "tile", 1)
     try:
         row = []
@@ -484,13 +486,11 @@ def ticket_write(dev) -> None:
     from peakbench.vulkan.shaders import SHADERS
     print("14. the write by workgroup ID and by atomic ticket, 8 passes a dispatch (GB/s)")
     text = (SHADERS / "mem_stream.comp").read_text()
-    base = "    uint base = gl_WorkGroupID.x * gl_WorkGroupSize.x * UNROLL + gl_LocalInvocationID.x;"
-    modulo = "    uint base = (gl_WorkGroupID.x % (push.n_vec / (gl_WorkGroupSize.x * UNROLL))) * gl_WorkGroupSize.x * UNROLL + gl_LocalInvocationID.x;"
     dst = "layout(std430, binding = 1) restrict writeonly buffer Dst { uvec4 dst[]; };"
-    assert base in text and dst in text
-    by_id = text.replace(base, modulo)
+    assert WRITE_BASE in text and dst in text
+    by_id = text                               # as shipped: tile = workgroup ID % tiles
     ticket = text.replace(dst, dst + "\nlayout(std430, binding = 2) buffer Ticket { uint next_tile; };\nshared uint ticket;")
-    ticket = ticket.replace(base, TICKET)
+    ticket = ticket.replace(WRITE_BASE, TICKET)
     w = stream(dev, "memory.write", "tile", 1)
     counter = dev.buffer(256)
     try:
