@@ -123,7 +123,7 @@ def test_the_rows_read_checks_each_columns_total():
     assert "differ from the host reference" in sweeps.check_stream("read", tiles, 16, 2, 4, "rows", rows=2)
 
 
-def test_rows_reads_split_into_as_few_dispatches_as_the_grid_limit_allows():
+def test_passes_split_into_as_few_dispatches_as_the_grid_limit_allows():
     assert sweeps.pass_dispatches(64, 1024, 65535) == (32, 2)
     assert sweeps.pass_dispatches(1, 1024, 65535) == (1, 1)
     assert sweeps.pass_dispatches(48, 1024, (1 << 31) - 1) == (48, 1)
@@ -145,6 +145,13 @@ def test_the_two_pass_check_catches_a_second_pass_that_did_not_wrap():
     assert sweeps.check_wrapped("write", written.ravel(), n, block, 1, "tile") is None
     written[n] = sweeps.written(np.arange(n, n + 1))[0]
     assert "did not wrap" in sweeps.check_wrapped("write", written.ravel(), n, block, 1, "tile")
+    copied = np.full((2 * n, 4), 0xFFFFFFFF, np.uint32)    # the copy: the filled data, n a pass
+    copied[:n] = sweeps.filled(n)
+    assert sweeps.check_wrapped("copy", copied.ravel(), n, block, 1, "tile") is None
+    copied[n:] = sweeps.filled(2 * n)[n:]
+    assert "did not wrap" in sweeps.check_wrapped("copy", copied.ravel(), n, block, 1, "tile")
+    with pytest.raises(ValueError, match="two passes"):      # a short download cannot pass
+        sweeps.check_wrapped("copy", copied.ravel()[:n * 4], n, block, 1, "tile")
 
 
 def test_read_sums_follow_the_rotating_slices():
@@ -321,6 +328,53 @@ def test_the_rows_read_dispatches_passes_times_columns_workgroups(vulkan_device)
             vulkan_device.dispatch, vulkan_device.caps.max_workgroups = dispatch, limit
         assert seen == [(2 * columns, 1), (columns, 2)]
         assert w.params["workgroups"] == columns
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize("test", ["memory.write", "memory.copy"])
+def test_write_and_copy_dispatch_passes_times_tiles(vulkan_device, test):
+    spec = CATALOG.get(test)
+    w = vulkan_device.prepare(spec, spec.variants[0])
+    try:
+        tiles, seen = w.n_vec // w.tile, []
+        dispatch = vulkan_device.dispatch
+
+        def recorded(p, groups, push, **kw):
+            seen.append((groups, kw.get("repeat", 1)))
+            return dispatch(p, groups, push, **kw)
+        limit = vulkan_device.caps.max_workgroups
+        vulkan_device.dispatch = recorded
+        try:
+            vulkan_device.caps.max_workgroups = 2 * tiles         # two passes fit a dispatch
+            w.run(4)
+            w.run(3)                                               # 3 is odd: one pass a dispatch
+        finally:
+            vulkan_device.dispatch, vulkan_device.caps.max_workgroups = dispatch, limit
+        assert seen == [(2 * tiles, 2), (tiles, 3)]
+        assert w.work(4) == 4 * w.n_vec * 16 * (2 if test == "memory.copy" else 1)
+    finally:
+        w.close()
+
+
+SEAMS = {"memory.write": "uint tile = gl_WorkGroupID.x % (push.n_vec / (gl_WorkGroupSize.x * UNROLL));",
+         "memory.copy": "uint tile = gl_WorkGroupID.x % (push.n_vec / (gl_WorkGroupSize.x * UNROLL));",
+         "memory.read": "column = gl_WorkGroupID.x % (row / gl_WorkGroupSize.x);"}
+
+
+@pytest.mark.parametrize("test", sorted(SEAMS))
+def test_a_shader_that_does_not_wrap_fails_verification(vulkan_device, shaders, tmp_path, monkeypatch, test):
+    """The shipped shader with its `% count` taken out: the second pass runs past the first's
+    work, and verify() says so."""
+    module, _ = shaders
+    text = (module.SHADERS / "mem_stream.comp").read_text()
+    assert SEAMS[test] in text
+    (tmp_path / "mem_stream.comp").write_text(text.replace(SEAMS[test], SEAMS[test].split(" %")[0] + ";"))
+    monkeypatch.setattr(module, "SHADERS", tmp_path)
+    spec = CATALOG.get(test)
+    w = vulkan_device.prepare(spec, spec.variants[0])          # rows for the read
+    try:
+        assert "did not wrap" in (w.verify() or "")
     finally:
         w.close()
 

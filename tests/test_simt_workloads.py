@@ -122,7 +122,7 @@ def test_streams_verify_and_count_their_bytes(rt, test, layout):
 @pytest.mark.parametrize("test, layout, bug", [("memory.read", "chunk", "layout"), ("memory.read", "stride", "short"),
                                                ("memory.read", "rows", "layout"), ("memory.read", "rows", "wrap"),
                                                ("memory.write", "tile", "short"), ("memory.write", "tile", "wrap"),
-                                               ("memory.copy", "tile", "short")])
+                                               ("memory.copy", "tile", "short"), ("memory.copy", "tile", "wrap")])
 def test_a_kernel_that_reads_or_writes_the_wrong_vectors_fails(rt, test, layout, bug):
     rt.fake.kernels["stream"] = stream_player(bug)
     spec = CATALOG.get(test)

@@ -18,7 +18,7 @@ def _stream(name: str, mode: str, description: str, layouts: tuple[tuple[str, in
     `rows` (the buffer as unroll rows, one short-lived workgroup per column of each), `chunk`
     (each workgroup of a resident grid reads its own contiguous slice), `stride` (the resident
     grid strides through the buffer), `tile` (one workgroup per tile of workgroup size * unroll
-    vectors, as many as tiles)."""
+    vectors, passes * tiles of them in one dispatch)."""
     return TestSpec(name, "GB/s", "stream", mode,
                     tuple(Variant(layout, width=4, ops_per_step=16, unroll=unroll) for layout, unroll in layouts),
                     1, description)

@@ -108,6 +108,8 @@ def check_wrapped(mode: str, got: np.ndarray, n: int, block: int, unroll: int, l
     untouched, or a workgroup of the second pass missed the wrap round (and would read and write
     past the buffer in a long dispatch)."""
     outputs = n // (block * unroll) if mode == "read" else n
+    if got.size < 2 * outputs * 4:
+        raise ValueError(f"the check needs two passes' outputs ({2 * outputs * 4} words), got {got.size}")
     read = {"rows": unroll} if mode == "read" else {}
     problem = check_stream(mode, got[:outputs * 4], n, outputs, block, layout, **read)
     stray = got[outputs * 4:2 * outputs * 4] != 0xFFFFFFFF

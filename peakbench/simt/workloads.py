@@ -136,7 +136,8 @@ class StreamWorkload:
         self.step = self.tile if self.rows else self.threads * self.unroll
         # Blocks in x of one launch: CUDA takes 2^31 - 1; HIP wants grid * block threads < 2^32.
         self.max_grid = (1 << 31) - 1 if rt.dialect == "cuda" else ((1 << 32) - 1) // self.block
-        self.n_vec = max(self.step, working_bytes(rt) // 16 // self.step * self.step)
+        # At least 4 steps: verify() runs two passes over two (the rows read: four) and checks past them.
+        self.n_vec = max(4 * self.step, working_bytes(rt) // 16 // self.step * self.step)
         self.kernel = rt.compile(source("mem.cu"), {"MODE": sweeps.MODES[self.mode], "UNROLL": self.unroll,
                                                     "LAYOUT": sweeps.LAYOUTS[self.layout]}, "stream")
         self.src = rt.alloc(self.n_vec * 16)

@@ -50,7 +50,8 @@ class StreamWorkload:
         self.threads = self.resident * LOCAL
         self.step = self.tile if self.rows else self.threads * self.unroll
         most = dev.caps.max_workgroups * self.tile            # one workgroup per tile (or column)
-        self.n_vec = max(self.step, min(working_bytes(dev) // 16, most) // self.step * self.step)
+        # At least 4 steps: verify() runs two passes over two (the rows read: four) and checks past them.
+        self.n_vec = max(4 * self.step, min(working_bytes(dev) // 16, most) // self.step * self.step)
         settings = {"MODE": sweeps.MODES[self.mode], "UNROLL": self.unroll, "LAYOUT": sweeps.LAYOUTS[self.layout]}
         self.pipeline = dev.pipeline(compile_shader("mem_stream.comp", settings),
                                      bindings=2, local_size=self.block, push_bytes=16, label=test.name)

@@ -119,7 +119,8 @@ def gpu_benches_pattern(src, dst) -> None:
 
 
 def write_data(buffer) -> None:
-    """Last: it overwrites the filled buffer."""
+    """Last: it overwrites the filled buffer. One launch a pass, as memory.write ran until
+    2026-11-30 ("as shipped" then)."""
     print("4. the write tile with other data (GB/s)")
     store = "        dst[j] = make_uint4(j, j ^ 0x5bd1e995U, ~j, j * 2654435761U);"
     variants = {"as shipped": SOURCE, "zeros": SOURCE.replace(store, "        dst[j] = make_uint4(0, 0, 0, 0);"),

@@ -6,7 +6,8 @@
 2. The chunk read's load instruction, written as PTX: the compiler's default (LDG.E.128.CONSTANT),
    and .nc with the L1::no_allocate eviction priority and/or the L2::256B prefetch size, and .cs.
 3. Bytes in flight per SM: workgroups per SM x threads x loads in flight x partial sums.
-4. Buffer size, 256 MiB to 4 GiB: the shipped read and write.
+4. Buffer size, 256 MiB to 4 GiB: the chunk read and the write (the write one launch a pass,
+   16 in a row, as it shipped until 2026-11-30).
 5. gpu-benches' L2-cache kernel (the issue's 4.70 TB/s target came from it), written anew: 1024
    threads a block, 32 independent 8-byte loads a thread, block b reading column b mod `run` of
    a 32-row data set, 100000 blocks; at 0.1-4 GiB, on this board. And the write against size.
@@ -158,6 +159,8 @@ def chunk_gbs(f, blocks: int, block: int, unroll: int, src, dst, nbytes: int, pa
 
 
 def write_gbs(buffer, nbytes: int) -> float:
+    """The write kernel one launch a pass, 16 launches (peakbench's memory.write did this until
+    2026-11-30; it now launches all passes at once)."""
     f, n = kernel(SOURCE, "stream", MODE=1, UNROLL=1), nbytes // 16
     args = (buffer, buffer, np.uint32(1), np.uint32(n), np.uint32(0xFFFFFFFF), np.uint32(0))
 

@@ -63,7 +63,8 @@ def read_sums(dev) -> None:
 
 
 def tile_gbs(dev, w: StreamWorkload, code: bytes, local: int, unroll: int, label: str) -> float:
-    """GB/s of a write/copy tile shader on w's buffers: 16 dispatches, one per pass, after 4."""
+    """GB/s of a write/copy tile shader on w's buffers: 16 dispatches, one per pass, after 4 (as
+    memory.write and memory.copy ran until 2026-11-30)."""
     p = dev.pipeline(code, bindings=2, local_size=local, push_bytes=16, label=label)
     try:
         dev.bind(p, [w.src, w.dst])

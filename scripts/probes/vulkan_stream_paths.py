@@ -206,7 +206,7 @@ def write_paths(dev) -> None:
     w = stream(dev, "memory.write", "tile", 1)
     try:
         row = []
-        for label, code in (("as shipped", text), ("Vulkan memory model", model)):
+        for label, code in (("one dispatch a pass", text), ("the same, Vulkan memory model", model)):
             row.append(f"{label} {tile_gbs(dev, w, glsl(code, {'MODE': 1, 'UNROLL': 1}), LOCAL, 1, label):.0f}")
         print("   " + ", ".join(row))
         for label, code in layouts.items():
