@@ -2,6 +2,8 @@
 Vulkan memory tests on a real device (lavapipe here), including a planted fault."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -308,25 +310,32 @@ def test_the_rows_read_is_offered_only_with_subgroup_arithmetic(shaders):
     assert [v.name for v in workloads.variants(test, with_it)] == ["rows", "chunk", "stride"]
 
 
+@contextlib.contextmanager
+def recorded_dispatches(device, max_workgroups: int | None = None):
+    """The (workgroups, repeat) of each dispatch made inside, under a grid limit if given."""
+    seen, dispatch, limit = [], device.dispatch, device.caps.max_workgroups
+
+    def recorded(p, groups, push, **kw):
+        seen.append((groups, kw.get("repeat", 1)))
+        return dispatch(p, groups, push, **kw)
+    device.dispatch = recorded
+    device.caps.max_workgroups = max_workgroups or limit
+    try:
+        yield seen
+    finally:
+        device.dispatch, device.caps.max_workgroups = dispatch, limit
+
+
 def test_the_rows_read_dispatches_passes_times_columns_workgroups(vulkan_device):
     test = CATALOG.get("memory.read")
     w = vulkan_device.prepare(test, next(v for v in test.variants if v.name == "rows"))
     try:
-        columns, seen = w.n_vec // w.tile, []
-        dispatch = vulkan_device.dispatch
-
-        def recorded(p, groups, push, **kw):
-            seen.append((groups, kw.get("repeat", 1)))
-            return dispatch(p, groups, push, **kw)
-        limit = vulkan_device.caps.max_workgroups
-        vulkan_device.dispatch = recorded
-        try:
+        columns = w.n_vec // w.tile
+        with recorded_dispatches(vulkan_device) as seen:
             w.run(2)
-            vulkan_device.caps.max_workgroups = columns        # a grid limit that fits one pass
+        with recorded_dispatches(vulkan_device, columns) as limited:   # a grid limit that fits one pass
             w.run(2)
-        finally:
-            vulkan_device.dispatch, vulkan_device.caps.max_workgroups = dispatch, limit
-        assert seen == [(2 * columns, 1), (columns, 2)]
+        assert seen == [(2 * columns, 1)] and limited == [(columns, 2)]
         assert w.params["workgroups"] == columns
     finally:
         w.close()
@@ -337,20 +346,10 @@ def test_write_and_copy_dispatch_passes_times_tiles(vulkan_device, test):
     spec = CATALOG.get(test)
     w = vulkan_device.prepare(spec, spec.variants[0])
     try:
-        tiles, seen = w.n_vec // w.tile, []
-        dispatch = vulkan_device.dispatch
-
-        def recorded(p, groups, push, **kw):
-            seen.append((groups, kw.get("repeat", 1)))
-            return dispatch(p, groups, push, **kw)
-        limit = vulkan_device.caps.max_workgroups
-        vulkan_device.dispatch = recorded
-        try:
-            vulkan_device.caps.max_workgroups = 2 * tiles         # two passes fit a dispatch
+        tiles = w.n_vec // w.tile
+        with recorded_dispatches(vulkan_device, 2 * tiles) as seen:     # two passes fit a dispatch
             w.run(4)
-            w.run(3)                                               # 3 is odd: one pass a dispatch
-        finally:
-            vulkan_device.dispatch, vulkan_device.caps.max_workgroups = dispatch, limit
+            w.run(3)                                                   # 3 is odd: one pass a dispatch
         assert seen == [(2 * tiles, 2), (tiles, 3)]
         assert w.work(4) == 4 * w.n_vec * 16 * (2 if test == "memory.copy" else 1)
     finally:

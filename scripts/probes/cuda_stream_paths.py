@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cuda_memory import kernel, seconds as timed  # noqa: E402
+from cuda_memory import COLUMNS, kernel, seconds as timed  # noqa: E402
 from peakbench.harness import sweeps  # noqa: E402
 
 SOURCE = (Path(__file__).resolve().parents[2] / "shaders" / "mem.cu").read_text()
@@ -89,16 +89,6 @@ chunk(const uint4* __restrict__ src, uint4* __restrict__ dst, unsigned passes, u
 #pragma unroll
     for (int u = 1; u < SUMS; u++) { sum.x += acc[u].x; sum.y += acc[u].y; sum.z += acc[u].z; sum.w += acc[u].w; }
     dst[blockIdx.x * blockDim.x + threadIdx.x] = sum;
-}
-'''
-
-COLUMNS = r'''
-extern "C" __global__ void columns(const double* __restrict__ src, double* __restrict__ dst, unsigned run) {
-    double s = 0.0;
-#pragma unroll
-    for (int i = 0; i < 32; i++)
-        s += src[(size_t)i * blockDim.x * run + (blockIdx.x % run) * blockDim.x + threadIdx.x];
-    if (s == 1.25) dst[threadIdx.x] = s;                                     // keeps the loads
 }
 '''
 
