@@ -118,6 +118,24 @@ def check_wrapped(mode: str, got: np.ndarray, n: int, block: int, unroll: int, l
     return problem
 
 
+def verify_stream(w, clear: Callable[[], None], download: Callable[[int], bytes]) -> str | None:
+    """A stream workload's verification, for every backend: the first few vectors per thread,
+    checked in full against the host. The chunk and stride reads run one pass; the others two,
+    whose second must wrap round to the first's work (check_wrapped). `w` is the workload (its
+    run, mode, layout and grid geometry); `clear` fills its output with 0xFF bytes and
+    `download(nbytes)` reads the output back."""
+    wraps = w.rows or w.mode != "read"
+    n = w.step * (4 if w.rows else 2)
+    clear()
+    w.run(2 if wraps else 1, n)
+    if wraps:
+        outputs = n // w.tile if w.rows else n
+        got = np.frombuffer(download(2 * outputs * 16), np.uint32)
+        return check_wrapped(w.mode, got, n, w.block, w.unroll, w.layout)
+    got = np.frombuffer(download(w.threads * 16), np.uint32)
+    return check_stream("read", got, n, w.resident, STREAM_BLOCK, w.layout)
+
+
 def check_stream(mode: str, got: np.ndarray, n: int, blocks: int, block: int, layout: str = "chunk",
                  **read) -> str | None:
     """A verification pass of `n` vectors against the host (`read`: read_sums's pass settings)."""

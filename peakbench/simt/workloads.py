@@ -171,19 +171,8 @@ class StreamWorkload:
         return float(size) * self.n_vec * 16 * (2 if self.mode == "copy" else 1)
 
     def verify(self) -> str | None:
-        """The first few vectors per thread, checked in full against the host: one pass of the
-        chunk and stride reads; two of the others, whose second pass must wrap round to the
-        first's work (sweeps.check_wrapped)."""
-        wraps = self.rows or self.mode != "read"
-        n = self.step * (4 if self.rows else 2)
-        self.rt.fill(self.dst, 0xFF)
-        self.run(2 if wraps else 1, n)
-        if wraps:
-            outputs = n // self.tile if self.rows else n
-            got = np.frombuffer(self.rt.download(self.dst, 2 * outputs * 16), np.uint32)
-            return sweeps.check_wrapped(self.mode, got, n, self.block, self.unroll, self.layout)
-        got = np.frombuffer(self.rt.download(self.dst, self.threads * 16), np.uint32)
-        return sweeps.check_stream("read", got, n, self.resident, BLOCK, self.layout)
+        return sweeps.verify_stream(self, lambda: self.rt.fill(self.dst, 0xFF),
+                                    lambda nbytes: self.rt.download(self.dst, nbytes))
 
     def series(self) -> dict | None:
         """The read sweep, once per test, on the chunk variant (harness/sweeps.py says how)."""
