@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -27,8 +26,8 @@ from peakbench.catalog import TestSpec, Variant
 from peakbench.catalog import matrix as catalog
 from peakbench.catalog import matrix_reference as ref
 from peakbench.cuda import sass
+from peakbench.sources import SHADERS
 
-SHADERS = Path(__file__).resolve().parents[2] / "shaders"
 MMA_SOURCE, WGMMA_SOURCE = "tensor_mma.cu", "tensor_wgmma.cu"
 
 # Launch geometry. mma.sync: blocks of MMA_WARPS warps, MMA_MIN_BLOCKS of them resident per SM

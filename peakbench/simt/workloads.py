@@ -6,7 +6,6 @@ numbers the same way.
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 
@@ -18,8 +17,8 @@ from peakbench.harness import sweeps
 from peakbench.harness.runner import VariantResult
 from peakbench.simt.listing import instruction_mix as listing_mix
 from peakbench.simt.runtime import Runtime
+from peakbench.sources import SHADERS
 
-SHADERS = Path(__file__).resolve().parents[2] / "shaders"
 BLOCK = sweeps.STREAM_BLOCK
 WAVES = 4                  # the ALU grid fills the device this many times over
 

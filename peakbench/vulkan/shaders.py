@@ -21,7 +21,8 @@ import tempfile
 from pathlib import Path
 from string import Template
 
-SHADERS = Path(__file__).resolve().parents[2] / "shaders"
+from peakbench.sources import SHADERS
+
 TARGET_ENV = "vulkan1.3"
 
 
