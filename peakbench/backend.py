@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -22,6 +23,20 @@ class BackendUnavailable(Exception):
 
 class Unsupported(Exception):
     """No native path for a test on this device; the message starts with [category]."""
+
+
+def error_text(e: BaseException) -> str:
+    """An exception's message for a person. C libraries and subprocesses hand over bytes, and the
+    default str() of an exception carrying bytes (or of an OSError with a bytes file name) shows
+    b'...': those are decoded instead."""
+    if isinstance(e, OSError) and e.strerror:
+        names = [os.fsdecode(f) if isinstance(f, (str, bytes)) else str(f)
+                 for f in (e.filename, e.filename2) if f is not None]
+        return ": ".join([e.strerror, *names])
+    if type(e).__str__ is BaseException.__str__ and any(isinstance(a, (bytes, bytearray)) for a in e.args):
+        return ", ".join(bytes(a).decode(errors="replace") if isinstance(a, (bytes, bytearray)) else str(a)
+                         for a in e.args)
+    return str(e)
 
 
 @dataclass(frozen=True)

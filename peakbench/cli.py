@@ -1,26 +1,69 @@
 """Command line: a thin dispatcher over the harness and the pure formatters.
 
-Exit status: 0 when every test ran (ok or unsupported), 1 when any failed, 2 for a usage error or
-when nothing could run. Progress goes to stderr, tables to stdout.
+Exit status: 0 when every test ran (ok or unsupported); 1 when any failed, or after the run
+started something else did (an output or a plot that could not be written, an unexpected error:
+what was measured is still written); 2 for a usage error or when nothing could run (every check
+of the options and output paths happens before the first test); 128 + the signal when SIGINT
+(130) or SIGTERM (143) ended the run, after the results so far were printed and written.
+
+Progress goes to stderr, tables to stdout, except when an output is `-` (or /dev/stdout): then
+standard output carries that output alone and the tables go to stderr. How each output path is
+written is in peakbench.report.result (regular files atomically, FIFOs and devices in place).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 from peakbench import __version__
-from peakbench.backend import BACKENDS, BackendUnavailable, load
+from peakbench.backend import BACKENDS, BackendUnavailable, error_text, load
 from peakbench.catalog import default_catalog
 from peakbench.harness.runner import Settings
 from peakbench.harness.session import run_test, with_spec
 from peakbench.report import compare as compare_mod
 from peakbench.report import render
-from peakbench.report.result import (Result, ResultFileError, Run, check_writable, document, load_json,
-                                     new_document, save_json, write_atomic)
+from peakbench.report.result import (Output, Result, ResultFileError, Run, check_writable, document, load_json,
+                                     new_document, save_json)
 from peakbench.specs import SpecError, load_database, match, resolve, find
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+RUN_OPTIONS = ("backend", "device", "tests", "quick", "json", "csv", "markdown", "plot", "spec")
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM (or SIGINT) while peakbench runs. A KeyboardInterrupt, so it ends the run as Ctrl-C
+    does and no `except Exception` in the harness takes it for a failed test."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def signals_interrupt():
+    """Raise Interrupted on SIGINT and SIGTERM for the duration; a signal the parent set to be
+    ignored stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Interrupted(signum)
+
+    previous = {}
+    for s in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(s) is not signal.SIG_IGN:
+            previous[s] = signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 class UsageError(Exception):
@@ -79,7 +122,7 @@ def open_backends(text: str) -> list:
                 for b in backends:
                     b.close()
                 raise
-            why.append(str(e))
+            why.append(error_text(e))
     if not backends:
         raise BackendUnavailable("no backend could run: " + "; ".join(why))
     for reason in why:
@@ -145,125 +188,222 @@ def cmd_compare(argv: list[str]) -> int:
     p = Parser(prog="peakbench compare", description="result files side by side, with ratios")
     p.add_argument("files", nargs="+", help="peakbench --json outputs")
     args = p.parse_args(argv)
-    docs = [(Path(f).stem, load_json(f)) for f in args.files]
+    docs = [(f, load_json(f)) for f in args.files]
     print(compare_mod.compare(docs))
     return EXIT_OK
 
 
-def cmd_run(args) -> int:
+def select_tests(text: str | None) -> list:
     catalog = default_catalog()
-    patterns = None
-    if args.tests is not None:
-        patterns = [p.strip() for p in args.tests.split(",") if p.strip()]
-        if not patterns:
-            raise UsageError("--tests is empty (see --list-tests)")
-    tests = catalog.select(patterns)
-    if not tests:
-        raise UsageError(f"--tests '{args.tests}' matches no test (see --list-tests)")
+    if text is None:
+        return catalog.select(None)
+    patterns = [p.strip() for p in text.split(",") if p.strip()]
+    if not patterns:
+        raise UsageError("--tests is empty (see --list-tests)")
+    unmatched = catalog.unmatched(patterns)
+    if unmatched:
+        names = ", ".join(f"'{p}'" for p in unmatched)
+        raise UsageError(f"--tests {names} {'matches' if len(unmatched) == 1 else 'match'} no test (see --list-tests)")
+    return catalog.select(patterns)
+
+
+def resolve_outputs(args) -> dict[str, Output]:
+    """Each output's target, checked writable; two options that write one file are a usage error."""
+    outputs: dict[str, Output] = {}
+    for option in ("--json", "--csv", "--markdown"):
+        name = getattr(args, option[2:])
+        if name is None:
+            continue
+        out = check_writable(name)
+        for other, seen in outputs.items():
+            if seen.key == out.key:
+                raise UsageError(f"{other} {seen.name} and {option} {name} are the same file")
+        outputs[option] = out
+    return outputs
+
+
+def check_plot_folder(folder: str) -> None:
+    """Create the folder now and write a file into it, so a plot that cannot be saved fails
+    before the run, not after it."""
+    from peakbench.report import plots
+    if plots.available():
+        raise UsageError(plots.available())
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as e:
+        raise UsageError(f"--plot {folder}: cannot write there: {error_text(e)}") from None
+
+
+def describe(e: BaseException) -> str:
+    """One line naming an exception and what it says."""
+    text = error_text(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def cmd_run(args) -> int:
+    tests = select_tests(args.tests)
     for option, path in (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown),
                          ("--plot", args.plot), ("--spec", args.spec)):
         if path is not None and not path.strip():
             raise UsageError(f"{option} needs a file name")
-    for path in (args.json, args.csv, args.markdown):
-        if path:
-            check_writable(path)
+    outputs = resolve_outputs(args)
     if args.plot is not None:
-        from peakbench.report import plots
-        if plots.available():
-            raise UsageError(plots.available())
-        try:
-            Path(args.plot).mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UsageError(f"--plot {args.plot}: {e.strerror or e}") from None
+        check_plot_folder(args.plot)
     specs, forced = resolve(args.spec)
     settings = Settings.quick() if args.quick else Settings()
-    backends = open_backends(args.backend)
+    # An output on standard output gets it alone: the tables go to stderr, after the progress.
+    tables = sys.stderr if any(out.fd == 1 for out in outputs.values()) else sys.stdout
+    base = new_document({name: getattr(args, name) for name in RUN_OPTIONS})
     runs: list[Run] = []
-    base = new_document()
     failed = False
+    signum = None
+    json_out = outputs.get("--json")
+    save_failed = False
 
     def save():
-        if args.json:
-            save_json(args.json, document(runs, base))
+        nonlocal save_failed
+        # A FIFO or a stream cannot be rewritten: it gets the JSON once, at the end.
+        if json_out is None or not json_out.replace:
+            return
+        try:
+            save_json(json_out, document(runs, base))
+        except ResultFileError as e:       # said once; the save at the end tries again
+            if not save_failed:
+                progress(f"peakbench: error: {e}")
+            save_failed = True
 
+    backends = open_backends(args.backend)
     try:
         plans = []
         for backend in backends:
             infos = backend.devices()
             plans += [(backend, i) for i in device_indices(args.device, len(infos), backend.name)]
-        for backend, index in plans:
-            info = backend.devices()[index]
-            spec = forced or match(specs, info.name, info.vendor_id, info.device_id)
-            run = Run(backend.name, info.as_json(), spec.as_json() if spec else None)
-            runs.append(run)
-            progress(f"[{backend.name}:{index}] {info.name} ({info.driver}); "
-                     f"spec: {spec.name if spec else 'none matched'}")
-            try:
-                device = backend.open(index)
-            except Exception as e:   # the device cannot be opened: its tests fail, the run goes on
-                failed = True
-                reason = f"cannot open the device: {type(e).__name__}: {e}"
-                progress(f"  {reason}")
-                run.results += [Result(t.name, "failed", t.unit, reason=reason) for t in tests]
-                save()
-                continue
-            try:
-                for test in tests:
-                    progress(f"[{backend.name}:{index}] {test.name} ...")
-                    result = run_test(device, test, settings, progress, spec)
-                    try:
-                        result = with_spec(result, spec)
-                    except Exception as e:       # a spec entry that cannot be applied: say so, go on
-                        progress(f"  {test.name}: spec '{spec.name}' not applied: {type(e).__name__}: {e}")
-                    failed |= result.status == "failed"
-                    if result.status != "ok":
-                        progress(f"  {test.name}: {result.status}: {result.reason}")
-                    run.results.append(result)
-                    save()
-            finally:
-                try:
-                    device.close()
-                except Exception as e:     # e.g. a kernel fault reported at the last synchronize
-                    failed = True
-                    progress(f"[{backend.name}:{index}] closing the device failed: {type(e).__name__}: {e}")
-    except KeyboardInterrupt:
-        progress("interrupted: keeping the results measured so far")
-        save()
-        failed = True
+        try:
+            failed = measure(plans, tests, settings, specs, forced, runs, save)
+        except KeyboardInterrupt as e:    # Ctrl-C, or SIGTERM raised as Interrupted
+            signum = getattr(e, "signum", signal.SIGINT)
+            progress(f"interrupted ({signal.Signals(signum).name}): keeping the results measured so far")
+        except Exception as e:            # a bug or a broken backend: what was measured is still written
+            progress(f"peakbench: error: {describe(e)}")
+            failed = True
     finally:
         for b in backends:
             b.close()
-    docs = document(runs, base)["runs"]
-    for run in docs:
-        print(render.table(run))
-        print()
-    for heading, text in compare_mod.side_by_side(docs):
-        print(f"{heading}\n{text}\n")
-    save()
-    if args.csv:
-        write_atomic(args.csv, render.csv_text(docs))
-    if args.markdown:
-        both = "".join(f"\n### {heading}\n\n{text}\n" for heading, text in compare_mod.side_by_side(docs, "github"))
-        write_atomic(args.markdown, render.markdown(docs) + both)
-    if args.plot:
-        for path in plots.write(docs, args.plot):
-            progress(f"plot: {path}")
+    failed |= not write_outputs(runs, base, signum is not None, outputs, tables, args.plot)
+    if signum is not None:
+        return 128 + signum
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def measure(plans, tests, settings, specs, forced, runs: list[Run], save) -> bool:
+    """Run every test on every planned device, appending to `runs` and saving after each test;
+    True when any failed."""
+    failed = False
+    for backend, index in plans:
+        info = backend.devices()[index]
+        spec = forced or match(specs, info.name, info.vendor_id, info.device_id)
+        run = Run(backend.name, info.as_json(), spec.as_json() if spec else None)
+        runs.append(run)
+        progress(f"[{backend.name}:{index}] {info.name} ({info.driver}); "
+                 f"spec: {spec.name if spec else 'none matched'}")
+        try:
+            device = backend.open(index)
+        except Exception as e:   # the device cannot be opened: its tests fail, the run goes on
+            failed = True
+            reason = f"cannot open the device: {describe(e)}"
+            progress(f"  {reason}")
+            run.results += [Result(t.name, "failed", t.unit, reason=reason) for t in tests]
+            save()
+            continue
+        try:
+            for test in tests:
+                progress(f"[{backend.name}:{index}] {test.name} ...")
+                result = run_test(device, test, settings, progress, spec)
+                try:
+                    result = with_spec(result, spec)
+                except Exception as e:       # a spec entry that cannot be applied: say so, go on
+                    progress(f"  {test.name}: spec '{spec.name}' not applied: {describe(e)}")
+                failed |= result.status == "failed"
+                if result.status != "ok":
+                    progress(f"  {test.name}: {result.status}: {result.reason}")
+                run.results.append(result)
+                save()
+        finally:
+            try:
+                device.close()
+            except Exception as e:     # e.g. a kernel fault reported at the last synchronize
+                failed = True
+                progress(f"[{backend.name}:{index}] closing the device failed: {describe(e)}")
+    return failed
+
+
+def write_outputs(runs: list[Run], base: dict, interrupted: bool, outputs: dict[str, Output], tables,
+                  plot: str | None) -> bool:
+    """The tables, every output file and the plots, each on its own: one that fails is one line
+    on stderr and the others are still written. False when any failed."""
+    doc = document(runs, base, interrupted)
+    docs = doc["runs"]
+
+    def print_tables():
+        for run in docs:
+            print(render.table(run), file=tables)
+            print(file=tables)
+        for heading, text in compare_mod.side_by_side(docs):
+            print(f"{heading}\n{text}\n", file=tables)
+
+    def markdown():
+        both = "".join(f"\n### {heading}\n\n{text}\n" for heading, text in compare_mod.side_by_side(docs, "github"))
+        outputs["--markdown"].write(render.markdown(docs) + both)
+
+    def plots():
+        from peakbench.report import plots as plots_mod
+        for path in plots_mod.write(docs, plot):
+            progress(f"plot: {path}")
+
+    steps = [("tables", print_tables)]
+    if "--json" in outputs:
+        steps.append(("--json", lambda: save_json(outputs["--json"], doc)))
+    if "--csv" in outputs:
+        steps.append(("--csv", lambda: outputs["--csv"].write(render.csv_text(docs))))
+    if "--markdown" in outputs:
+        steps.append(("--markdown", markdown))
+    if plot:
+        steps.append((f"--plot {plot}", plots))
+    ok = True
+    for what, step in steps:
+        try:
+            step()
+        except ResultFileError as e:       # names the file and the problem already
+            progress(f"peakbench: error: {e}")
+            ok = False
+        except Exception as e:
+            progress(f"peakbench: error: {what}: {describe(e)}")
+            ok = False
+    return ok
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
-        if argv and argv[0] == "compare":
-            return cmd_compare(argv[1:])
-        if argv and argv[0] == "specs":
-            return cmd_specs(argv[1:])
-        args = build_parser().parse_args(argv)
-        if args.list_tests:
-            return cmd_list_tests()
-        if args.list_devices:
-            return cmd_list_devices(args)
-        return cmd_run(args)
+        with signals_interrupt():
+            if argv and argv[0] == "compare":
+                return cmd_compare(argv[1:])
+            if argv and argv[0] == "specs":
+                return cmd_specs(argv[1:])
+            args = build_parser().parse_args(argv)
+            if args.list_tests:
+                return cmd_list_tests()
+            if args.list_devices:
+                return cmd_list_devices(args)
+            return cmd_run(args)
     except (UsageError, BackendUnavailable, SpecError, ResultFileError) as e:
-        print(f"peakbench: error: {e}", file=sys.stderr)
+        print(f"peakbench: error: {error_text(e)}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt as e:        # before the first test, or while the outputs were written
+        signum = getattr(e, "signum", signal.SIGINT)
+        print(f"peakbench: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
+        return 128 + signum
+    except Exception as e:                # a bug before any test ran: one line, not a traceback
+        print(f"peakbench: error: {describe(e)}", file=sys.stderr)
         return EXIT_USAGE

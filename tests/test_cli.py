@@ -125,11 +125,69 @@ def test_interrupt_keeps_what_was_measured(capsys, fake, files):
         raise KeyboardInterrupt
 
     fake.devices[0].plan["compute.int32"] = interrupt
-    code, _, err = run_fake(capsys, files, "--tests", "compute.fp32,compute.int32,compute.int16")
-    assert code == 1 and "interrupted" in err
-    results = load_json(files["json"])["runs"][0]["results"]
-    assert [(r["test"], r["status"]) for r in results] == [("compute.fp32", "ok")]
+    code, out, err = run_fake(capsys, files, "--tests", "compute.fp32,compute.int32,compute.int16")
+    assert code == 130 and "interrupted (SIGINT)" in err and "Traceback" not in err
+    doc = load_json(files["json"])
+    assert doc["interrupted"] is True
+    assert [(r["test"], r["status"]) for r in doc["runs"][0]["results"]] == [("compute.fp32", "ok")]
+    assert "compute.fp32" in out and "compute.fp32" in files["csv"].read_text()
     assert fake.devices[0].closed
+
+
+def test_the_document_records_the_options_and_that_it_was_not_interrupted(capsys, fake, files):
+    code, _, _ = run_fake(capsys, files, "--tests", "compute.fp32", "--spec", "NVIDIA H200 SXM")
+    assert code == 0
+    doc = load_json(files["json"])
+    assert doc["options"] == {"backend": "vulkan", "device": "0", "tests": "compute.fp32", "quick": True,
+                              "json": str(files["json"]), "csv": str(files["csv"]),
+                              "markdown": str(files["md"]), "plot": None, "spec": "NVIDIA H200 SXM"}
+    assert doc["interrupted"] is False and doc["peakbench_version"]
+
+
+def test_results_without_options_or_interrupted_still_load(tmp_path):
+    doc = new_document()
+    del doc["options"], doc["interrupted"]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(doc))
+    assert load_json(path)["runs"] == []
+    path.write_text(json.dumps({**doc, "interrupted": "yes"}))
+    with pytest.raises(ResultFileError, match="'interrupted' must be true or false"):
+        load_json(path)
+
+
+def test_an_unexpected_error_mid_run_keeps_the_results(capsys, fake, files, monkeypatch):
+    real_run_test = cli.run_test
+
+    def run_test(device, test, *args):
+        if test.name == "compute.int32":
+            raise RuntimeError("harness bug")     # escapes the harness, unlike a failed test
+        return real_run_test(device, test, *args)
+
+    monkeypatch.setattr(cli, "run_test", run_test)
+    code, out, err = run_fake(capsys, files, "--tests", "compute.fp32,compute.int32")
+    assert code == 1 and "Traceback" not in err
+    assert "peakbench: error: RuntimeError: harness bug" in err.splitlines()
+    assert [r["test"] for r in load_json(files["json"])["runs"][0]["results"]] == ["compute.fp32"]
+    assert "compute.fp32" in out and "compute.fp32" in files["md"].read_text()
+    assert fake.devices[0].closed and all(b.closed for b in fake.backends)
+
+
+def test_error_text_never_shows_python_bytes(capsys, fake, files, monkeypatch):
+    from peakbench.backend import error_text
+
+    def broken_open(self, index):
+        raise RuntimeError(b"VK_ERROR_INITIALIZATION_FAILED: no queue")     # as a C library hands it over
+
+    monkeypatch.setattr(FakeBackend, "open", broken_open)
+    code, _, err = run_fake(capsys, files, "--tests", "compute.fp32")
+    assert code == 1
+    assert "cannot open the device: RuntimeError: VK_ERROR_INITIALIZATION_FAILED: no queue" in err
+    assert "b'" not in err and "b'" not in files["json"].read_text()
+    assert error_text(FileNotFoundError(2, "No such file or directory", b"/opt/rocm/lib/x.so")) == \
+        "No such file or directory: /opt/rocm/lib/x.so"
+    assert error_text(ValueError(b"\xffbad", 3)) == "\ufffdbad, 3"
+    decode = UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+    assert error_text(decode) == str(decode)      # its own message names the byte, not b'...'
 
 
 def test_all_devices_and_missing_backends_of_all(capsys, fake, files):
@@ -159,6 +217,8 @@ def bad_files(tmp_path):
     (["--backend", "nosuch"], ["nosuch"]),
     (["--backend", "vulkan,metal"], ["metal"]),
     (["--tests", "nomatch.*"], ["nomatch.*"]),
+    (["--tests", "compute.fp32,nomatch*"], ["'nomatch*' matches no test"]),
+    (["--tests", "zz*,compute.fp32,yy"], ["'zz*', 'yy' match no test"]),
     (["--json", "/nonexistent/dir/x.json"], ["/nonexistent/dir/x.json"]),
     (["--csv", "/nonexistent/dir/x.csv"], ["/nonexistent/dir/x.csv"]),
     (["--spec", "{dir}/bad.toml"], ["bad.toml"]),
@@ -341,12 +401,45 @@ def test_each_latency_level_gets_the_read_rate_over_its_working_sets():
     assert plots.level_bandwidths({"latency.l1": by_test["latency.l1"]}) == []     # no read sweep
 
 
-def test_plot_into_a_file_is_a_usage_error(tmp_path, capsys):
-    pytest.importorskip("matplotlib")
-    target = tmp_path / "file"
-    target.write_text("x")
-    assert cli.main(["--backend", "vulkan", "--plot", str(target)]) == 2
-    assert "--plot" in capsys.readouterr().err
+@pytest.fixture
+def plots_here(monkeypatch):
+    """Plotting available whether or not matplotlib is installed; `calls` lists write's folders."""
+    from peakbench.report import plots
+    calls = []
+    monkeypatch.setattr(plots, "available", lambda: None)
+    monkeypatch.setattr(plots, "write", lambda runs, folder: calls.append(folder) or [])
+    return calls
+
+
+@pytest.mark.parametrize("make", [lambda d: d / "file", lambda d: d / "file" / "charts"])
+def test_a_plot_folder_that_cannot_be_made_fails_before_any_test(tmp_path, capsys, fake, plots_here, make):
+    (tmp_path / "file").write_text("x")
+    folder = str(make(tmp_path))
+    code, out, err = cli_main(capsys, "--backend", "vulkan", "--tests", "compute.fp32", "--plot", folder)
+    assert_usage_error(code, out, err, f"--plot {folder}: cannot write there")
+    assert fake.loaded == [] and plots_here == []
+
+
+def test_the_plot_folder_is_made_before_the_first_test(tmp_path, capsys, fake, plots_here):
+    folder = tmp_path / "new" / "charts"
+    existed = []
+    fake.devices[0].plan["compute.fp32"] = lambda t, v: existed.append(folder.is_dir()) or FakeWorkload()
+    code, _, _ = cli_main(capsys, "--backend", "vulkan", "--quick", "--tests", "compute.fp32", "--plot", str(folder))
+    assert code == 0 and existed[0] and plots_here == [str(folder)]
+    assert list(folder.iterdir()) == [], "the probe file is gone"
+
+
+def test_a_plot_that_fails_at_the_end_is_one_line(tmp_path, capsys, fake, plots_here, monkeypatch, files):
+    from peakbench.report import plots
+
+    def full(runs, folder):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(plots, "write", full)
+    code, out, err = run_fake(capsys, files, "--tests", "compute.fp32", "--plot", str(tmp_path / "charts"))
+    assert code == 1 and "Traceback" not in err
+    assert f"peakbench: error: --plot {tmp_path / 'charts'}: OSError: No space left on device" in err.splitlines()
+    assert load_json(files["json"])["runs"][0]["results"][0]["status"] == "ok"
+    assert "compute.fp32" in out and "compute.fp32" in files["md"].read_text()
 
 
 @pytest.mark.parametrize("run, problem", [

@@ -62,6 +62,10 @@ class Catalog:
             return list(self.tests)
         return [t for t in self.tests if any(fnmatch.fnmatchcase(t.name, p) for p in patterns)]
 
+    def unmatched(self, patterns: list[str]) -> list[str]:
+        """The patterns that match no test (each must: a typo next to a good pattern is not ignored)."""
+        return [p for p in patterns if not any(fnmatch.fnmatchcase(t.name, p) for t in self.tests)]
+
 
 def default_catalog() -> Catalog:
     from peakbench.catalog import compute, matrix, memory

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from peakbench.backend import Unsupported
+from peakbench.backend import Unsupported, error_text
 from peakbench.catalog import TestSpec
 from peakbench.harness.runner import Settings, VariantResult, measure
 from peakbench.harness.stats import round_significant
@@ -17,7 +17,7 @@ from peakbench.specs import GpuSpec
 
 
 def _reason(e: Exception) -> str:
-    text = str(e).strip().splitlines()
+    text = error_text(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import vulkan as vk
 from vulkan._vulkan import lib as vk_lib
 
-from peakbench.backend import DeviceInfo
+from peakbench.backend import DeviceInfo, error_text
 from peakbench.telemetry import ClockReader
 from peakbench.vulkan.instance import (EXT_BFLOAT16, EXT_COOPMAT, EXT_COOPMAT2, EXT_EXECUTABLE_PROPERTIES,
                                        EXT_FLOAT8, EXT_SHADER_CLOCK, STYPE_BFLOAT16_FEATURES, STYPE_COOPMAT2_FEATURES,
@@ -305,7 +305,7 @@ class VulkanDevice:
                         (Path(dump) / f"{safe}.txt").write_text(text)
             return out
         except Exception as e:  # evidence is best effort; the measurement does not depend on it
-            return {"error": f"{type(e).__name__}: {e}"}
+            return {"error": f"{type(e).__name__}: {error_text(e)}"}
 
     def _representations(self, pipeline, index: int) -> list[tuple[str, str]]:
         """Text internal representations of one executable (the package's wrapper skips the

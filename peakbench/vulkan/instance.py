@@ -55,7 +55,10 @@ def _new(ctype: str, stype: int):
 
 def _string(chars) -> str:
     """A C char array as str (the package's wrappers sometimes convert already)."""
-    return chars if isinstance(chars, str) else ffi.string(chars).decode(errors="replace")
+    if isinstance(chars, str):
+        return chars
+    raw = chars if isinstance(chars, (bytes, bytearray)) else ffi.string(chars)
+    return bytes(raw).decode(errors="replace")
 
 
 def _version(v: int) -> str:
