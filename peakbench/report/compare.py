@@ -3,17 +3,36 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
+# Units of time: for these rows (latency, launch) lower is better.
+LOWER_IS_BETTER = ("ps", "ns", "us", "ms", "s")
 
-def label(run: dict, source: str) -> str:
-    return f"{source}:{run['backend']}{run['device'].get('index', 0)}:{run['device']['name']}"
+
+def letter(i: int) -> str:
+    """A, B, ... Z, AA, AB, ...: the short label of the i-th run (from 0)."""
+    out = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        out = chr(ord("A") + r) + out
+    return out
+
+
+def describe(run: dict, source: str) -> str:
+    """What a label stands for: the file, the backend and device index, the device."""
+    index = run["device"].get("index")
+    backend = run["backend"] if index is None else f"{run['backend']} {index}"
+    return f"{source}: {backend}, {run['device']['name']}"
 
 
 def compare(docs: list[tuple[str, dict]]) -> str:
-    """A table of every test in any run; each later run gets a ratio column against the first."""
-    runs = [(label(r, src), r) for src, doc in docs for r in doc["runs"]]
+    """A table of every test in any run, a column per run labelled A, B, ..., and for each later
+    run its ratio to A; the legend under the table says which run each label is."""
+    runs = [(src, r) for src, doc in docs for r in doc["runs"]]
     if len(runs) < 2:
         return "nothing to compare: the files hold fewer than two runs"
-    return table(runs)
+    labelled = [(letter(i), r) for i, (_, r) in enumerate(runs)]
+    legend = [f"{letter(i)} = {describe(r, src)}" for i, (src, r) in enumerate(runs)]
+    return table(labelled) + "\n\n" + "\n".join(legend)
 
 
 def side_by_side(runs: list[dict], fmt: str = "simple") -> list[tuple[str, str]]:
@@ -34,28 +53,47 @@ def side_by_side(runs: list[dict], fmt: str = "simple") -> list[tuple[str, str]]
 
 
 def table(runs: list[tuple[str, dict]], fmt: str = "simple") -> str:
+    """A row per test, a column per run, and after each later run its ratio to the first run;
+    a note under the table where some rows are times (lower is better)."""
     tests: list[str] = []
     for _, r in runs:
         tests += [x["test"] for x in r["results"] if x["test"] not in tests]
     by_test = [{x["test"]: x for x in r["results"]} for _, r in runs]
-    headers = ["test", "unit", runs[0][0]]
+    first = runs[0][0]
+    headers = ["test", "unit", first]
     for name, _ in runs[1:]:
-        headers += [name, "ratio"]
+        headers += [name, f"{name}/{first}"]
     body = []
+    times: dict[str, None] = {}
     for t in tests:
         cells = [by_test[i].get(t) for i in range(len(runs))]
-        unit = next(c["unit"] for c in cells if c)
+        units = list(dict.fromkeys(c["unit"] for c in cells if c and c["unit"]))
+        times.update((u, None) for u in units if u in LOWER_IS_BETTER)
         base = _value(cells[0])
-        row = [t, unit, _show(cells[0])]
+        row = [t, " or ".join(units), _show(cells[0])]
         for c in cells[1:]:
             v = _value(c)
-            row += [_show(c), f"{v / base:.2f}x" if v is not None and base else ""]
+            # no ratio across different units (a run that names none is taken to mean the same)
+            ratio = f"{v / base:.2f}x" if v is not None and base and _same_unit(c, cells[0]) else ""
+            row += [_show(c), ratio]
         body.append(row)
-    return tabulate(body, headers, tablefmt=fmt, disable_numparse=True)
+    text = tabulate(body, headers, tablefmt=fmt, disable_numparse=True)
+    if times:
+        text += (f"\n\n{', '.join(times)}: lower is better, so a ratio under 1 is faster than {first}; "
+                 "for the other units higher is better.")
+    return text
+
+
+def _same_unit(a: dict, b: dict) -> bool:
+    return not (a["unit"] and b["unit"] and a["unit"] != b["unit"])
 
 
 def _value(cell):
-    return cell["value"] if cell and cell["status"] == "ok" else None
+    """The number a ratio is taken of: an ok row's value, where it has one."""
+    if not cell or cell["status"] != "ok":
+        return None
+    v = cell.get("value")
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def _show(cell):
@@ -63,5 +101,7 @@ def _show(cell):
         return "-"
     if cell["status"] != "ok":
         return cell["status"]
-    v = cell["value"]
+    v = _value(cell)
+    if v is None:
+        return "no value"
     return f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}"

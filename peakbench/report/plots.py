@@ -30,9 +30,36 @@ def _bytes_label(n: float) -> str:
 
 LEVELS = ("latency.l0", "latency.l1", "latency.l2", "latency.l3", "latency.dram")
 
+# (unit, size in the series' unit), smallest first
+RATES = (("MB/s", 1e-3), ("GB/s", 1.0), ("TB/s", 1e3))
+TIMES = (("ns", 1.0), ("us", 1e3), ("ms", 1e6))
 
-def _rate_label(gbs: float) -> str:
-    return f"{gbs / 1000:.1f} TB/s" if gbs >= 1000 else f"{gbs:.0f} GB/s"
+
+def scale(value: float, units=RATES) -> tuple[str, float]:
+    """The largest unit in which `value` is at least 1 (the smallest for values under 1)."""
+    unit, size = units[0]
+    for u, s in units[1:]:
+        if abs(value) >= s:
+            unit, size = u, s
+    return unit, size
+
+
+def _label(value: float, units) -> str:
+    value = float(f"{value:.3g}")        # rounded first: 999.7 GB/s reads 1.00 TB/s, not 1000 GB/s
+    unit, size = scale(value, units)
+    x = value / size
+    digits = 0 if abs(x) >= 100 else 1 if abs(x) >= 10 else 2
+    return f"{x:.{digits}f} {unit}"
+
+
+def rate_label(gbs: float) -> str:
+    """A rate given in GB/s, in the unit that fits it: '512 MB/s', '8.04 GB/s', '4.80 TB/s'."""
+    return _label(gbs, RATES)
+
+
+def time_label(ns: float) -> str:
+    """A time given in ns, in the unit that fits it: '9.42 ns', '154 ns', '1.50 us'."""
+    return _label(ns, TIMES)
 
 
 def level_bandwidths(by_test: dict) -> list[tuple[str, int, int, float]]:
@@ -52,51 +79,63 @@ def level_bandwidths(by_test: dict) -> list[tuple[str, int, int, float]]:
 
 
 def write(runs: list[dict], folder: str | Path) -> list[Path]:
-    """One latency and one bandwidth chart per run that has the sweeps; returns the files."""
+    """One latency and one bandwidth chart per run that has the sweeps; returns the files (none,
+    and no folder made, when no run has a sweep)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     written = []
     for run in runs:
         by_test = {r["test"]: r for r in run["results"]}
-        name = f"{run['backend']}{run['device'].get('index', 0)}-{_slug(run['device']['name'])}"
+        device = run["device"]
+        name = f"{run['backend']}{device.get('index', 0)}-{_slug(device['name'])}"
         charts = []
-        latency = next((r for r in run["results"] if r["test"].startswith("latency.") and r.get("series")), None)
+        latency = next((r for r in run["results"] if r["test"].startswith("latency.") and _sweep(r, "ns")), None)
         if latency:
             levels = [(t.split(".")[1].upper(), by_test[t]["value"]) for t in LEVELS
-                      if by_test.get(t, {}).get("status") == "ok"]
-            charts.append(("latency", latency["series"], "ns", "load-to-use latency (ns)", levels))
+                      if by_test.get(t, {}).get("status") == "ok" and by_test[t].get("value")]
+            charts.append(("latency", latency["series"], "ns", TIMES, levels))
         read = by_test.get("memory.read")
-        if read and read.get("series"):
-            charts.append(("bandwidth", read["series"], "GB/s", "read bandwidth (GB/s)", []))
-        for kind, series, key, ylabel, levels in charts:
+        if read and _sweep(read, "GB/s"):
+            charts.append(("bandwidth", read["series"], "GB/s", RATES, level_bandwidths(by_test)))
+        for kind, series, key, units, levels in charts:
+            unit, size = scale(max(series[key]), units)
             fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
-            ax.plot(series["working_set_bytes"], series[key], marker="o", ms=3, lw=1.5)
+            ax.plot(series["working_set_bytes"], [v / size for v in series[key]], marker="o", ms=3, lw=1.5)
             ax.set_xscale("log", base=2)
             ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _bytes_label(x)))
             ax.tick_params(axis="x", labelrotation=45)
             ax.set_xlabel("working set")
-            ax.set_ylabel(ylabel)
-            if kind == "latency":
+            if kind == "latency":        # each level the chase found, as a line at its latency
+                ax.set_ylabel(f"load-to-use latency ({unit})")
                 ax.set_yscale("log")
-            for label, value in levels:
-                ax.axhline(value, color="grey", lw=0.8, ls="--")
-                ax.annotate(f"{label} {value:.0f} ns", (series["working_set_bytes"][0], value),
-                            textcoords="offset points", xytext=(2, 3), fontsize=8, color="dimgrey")
-            if kind == "bandwidth":     # the chase's levels, shaded, with the read rate over each
-                for i, (label, first, last, gbs) in enumerate(level_bandwidths(by_test)):
+                for label, ns in levels:
+                    ax.axhline(ns / size, color="grey", lw=0.8, ls="--")
+                    ax.annotate(f"{label} {time_label(ns)}", (series["working_set_bytes"][0], ns / size),
+                                textcoords="offset points", xytext=(2, 3), fontsize=8, color="dimgrey")
+            else:                        # the chase's levels, shaded, with the read rate over each
+                ax.set_ylabel(f"read bandwidth ({unit})")
+                for i, (label, first, last, gbs) in enumerate(levels):
                     ax.axvspan(first, last, color="tab:blue", alpha=0.06 if i % 2 else 0.12, lw=0)
-                    ax.annotate(f"{label} {_rate_label(gbs)}", (first, gbs), textcoords="offset points",
+                    ax.annotate(f"{label} {rate_label(gbs)}", (first, gbs / size), textcoords="offset points",
                                 xytext=(2, 4), fontsize=8, color="dimgrey")
-            ax.set_title(f"{run['device']['name']} ({run['backend']}, driver {run['device']['driver']}): {kind}")
+            driver = f", driver {device['driver']}" if device.get("driver") else ""
+            ax.set_title(f"{device['name']} ({run['backend']}{driver}): {kind}")
             ax.grid(True, which="major", alpha=0.3)
             fig.tight_layout()
+            folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"{name}-{kind}.png"
             fig.savefig(path)
             plt.close(fig)
             written.append(path)
     return written
+
+
+def _sweep(result: dict, key: str) -> bool:
+    """Whether a result holds a sweep that can be drawn: working sets and `key`, as many of each."""
+    series = result.get("series") or {}
+    x, y = series.get("working_set_bytes"), series.get(key)
+    return bool(x) and isinstance(y, list) and len(x) == len(y)

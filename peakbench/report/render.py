@@ -3,51 +3,145 @@ from __future__ import annotations
 
 import csv
 import io
+import textwrap
 
 from tabulate import tabulate
 
-HEADERS = ("test", "measured", "unit", "spec", "% spec", "clock MHz", "% at clock", "status / reason")
+HEADERS = ("test", "value", "unit", "spec", "% spec", "MHz", "% at clock", "status / reason")
+WIDTH = 120               # the terminal table's lines, title and reason list included
+MIN_STATUS = 24           # the status column keeps this much even beside very long test names
+# Columns that stay even when no row fills them; the others are left out when empty.
+ALWAYS = {"test", "value", "unit", "status / reason"}
 
 
 def _num(x, digits=1):
-    if x is None:
+    if not isinstance(x, (int, float)):
         return ""
     return f"{x:.{digits}f}" if abs(x) < 10000 else f"{x:.0f}"
 
 
 def _value_digits(x):
-    return 3 if x is not None and abs(x) < 10 else 1
+    return 3 if isinstance(x, (int, float)) and abs(x) < 10 else 1
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _status(r: dict) -> str:
+    if r["status"] != "ok":
+        reason = _one_line(r.get("reason") or "")
+        return f"{r['status']}: {reason}" if reason else r["status"]
+    spread = (r.get("stats") or {}).get("spread_pct")
+    if isinstance(spread, (int, float)) and spread > 5:
+        return f"ok (noisy: spread {spread:.0f}%)"
+    return "ok"
 
 
 def rows(run: dict) -> list[tuple]:
-    out = []
-    for r in run["results"]:
-        status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r.get('reason') or ''}"
-        stats = r.get("stats") or {}
-        if r["status"] == "ok" and stats.get("spread_pct", 0) > 5:
-            status = f"ok (noisy: spread {stats['spread_pct']:.0f}%)"
-        out.append((r["test"], _num(r.get("value"), _value_digits(r.get("value"))), r["unit"],
-                    _num(r.get("spec_value")), _num(r.get("pct_of_spec")), _num(r.get("clock_mhz"), 0),
-                    _num(r.get("pct_of_clock_peak")), status))
-    return out
+    return [(r["test"], _num(r.get("value"), _value_digits(r.get("value"))), r["unit"],
+             _num(r.get("spec_value")), _num(r.get("pct_of_spec")), _num(r.get("clock_mhz"), 0),
+             _num(r.get("pct_of_clock_peak")), _status(r)) for r in run["results"]]
+
+
+def _columns(body: list[tuple]) -> list[int]:
+    """The columns to show: the fixed ones and any that some row fills."""
+    return [i for i, h in enumerate(HEADERS) if h in ALWAYS or any(row[i] for row in body)]
 
 
 def title(run: dict) -> str:
+    return " | ".join(_title_parts(run))
+
+
+def _title_parts(run: dict) -> list[str]:
     d = run["device"]
     spec = run.get("spec") or {}
-    spec_text = f"spec: {spec['name']}" if spec else "spec: none matched (use --spec)"
-    return f"{run['backend']} | {d['name']} | driver {d['driver']} | API {d['api']} | {spec_text}"
+    parts = [run["backend"], d["name"].strip()]
+    parts += [f"{word} {d[key]}" for key, word in (("driver", "driver"), ("api", "API")) if d.get(key)]
+    parts.append(f"spec: {spec['name']}" if spec.get("name") else "spec: none matched (use --spec)")
+    return parts
+
+
+def _wrap_parts(parts: list[str], width: int) -> list[str]:
+    """Parts joined by ' | ', a new line wherever the next part would pass `width`."""
+    lines = [parts[0]]
+    for p in parts[1:]:
+        if len(lines[-1]) + 3 + len(p) <= width:
+            lines[-1] += f" | {p}"
+        else:
+            lines.append(p)
+    return [_cut(line, width) for line in lines]
+
+
+def _cut(text: str, width: int, suffix: str = "…") -> str:
+    """`text` in at most `width` characters, ending in `suffix` when shortened; a cut falls at a
+    space where one is near, so a word is not split."""
+    if len(text) <= width:
+        return text
+    keep = text[:max(0, width - len(suffix))]
+    space = keep.rfind(" ")
+    if space >= len(keep) - 12 and space > 0:
+        keep = keep[:space]
+    return keep.rstrip(" ,;:(") + suffix
+
+
+def _simple(body: list[list[str]], headers: list[str]) -> str:
+    """tabulate's "simple" layout without its padding of the headers, so that every column is
+    as wide as its widest cell and the reasons get the room."""
+    widths = [max(map(len, col)) for col in zip(headers, *body)]
+
+    def line(cells):
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, body)])
 
 
 def table(run: dict) -> str:
-    return f"{title(run)}\n{tabulate(rows(run), HEADERS, tablefmt='simple', disable_numparse=True)}"
+    """The run as a table in at most WIDTH columns: a status that does not fit is shortened to
+    end in '… [n]', and the list under the table gives reason n in full."""
+    body = rows(run)
+    cols = _columns(body)
+    headers = [HEADERS[i] for i in cols]
+    widths = [max([len(h), *(len(row[i]) for row in body)]) for h, i in zip(headers, cols[:-1])]
+    room = max(MIN_STATUS, WIDTH - sum(w + 2 for w in widths))     # two spaces after each column
+    reasons: dict[str, int] = {}        # full reason -> its number in the list
+    shown = []
+    for row, r in zip(body, run["results"]):
+        status = row[-1]
+        if len(status) > room and r.get("reason"):
+            n = reasons.setdefault(str(r["reason"]), len(reasons) + 1)
+            status = _cut(status, room, f"… [{n}]")
+        elif len(status) > room:
+            status = _cut(status, room)
+        shown.append([*(row[i] for i in cols[:-1]), status])
+    lines = [*_wrap_parts(_title_parts(run), WIDTH), _simple(shown, headers)]
+    if reasons:
+        lines.append("")
+        for reason, n in reasons.items():
+            lines += _numbered(n, reason)
+    return "\n".join(lines)
+
+
+def _numbered(n: int, reason: str) -> list[str]:
+    """Reason n in full, wrapped to WIDTH under its mark; its own line breaks are kept."""
+    mark = f"[{n}] "
+    indent = " " * len(mark)
+    out = []
+    for line in reason.splitlines() or [""]:
+        out += textwrap.wrap(line, WIDTH, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False) or [indent]
+    out[0] = mark + out[0][len(indent):]
+    return [line.rstrip() for line in out]
 
 
 def markdown(runs: list[dict]) -> str:
+    """Full reasons in the cells (a Markdown viewer wraps them), on one line, pipes escaped."""
     parts = []
     for run in runs:
+        body = rows(run)
+        cols = _columns(body)
+        cells = [[row[i].replace("|", "\\|") for i in cols] for row in body]
         parts.append(f"### {title(run)}\n")
-        parts.append(tabulate(rows(run), HEADERS, tablefmt="github", disable_numparse=True) + "\n")
+        parts.append(tabulate(cells, [HEADERS[i] for i in cols], tablefmt="github", disable_numparse=True) + "\n")
     return "\n".join(parts)
 
 
@@ -60,7 +154,7 @@ def csv_text(runs: list[dict]) -> str:
     for run in runs:
         for r in run["results"]:
             s = r.get("stats") or {}
-            w.writerow((run["backend"], run["device"]["name"], run["device"]["driver"], r["test"],
+            w.writerow((run["backend"], run["device"]["name"], run["device"].get("driver"), r["test"],
                         r["status"], r.get("value"), r["unit"], r.get("spec_value"),
                         r.get("pct_of_spec"), r.get("clock_mhz"), r.get("pct_of_clock_peak"),
                         s.get("median"), s.get("min"), s.get("max"), s.get("samples"),

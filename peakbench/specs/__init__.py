@@ -5,7 +5,12 @@ same format (TOML or JSON, a list of `gpu` tables) adds GPUs or replaces same-na
 """
 from __future__ import annotations
 
+import difflib
 import json
+import math
+import os
+import re
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,35 +44,87 @@ class GpuSpec:
         return {"name": self.name, "boost_clock_mhz": self.boost_clock_mhz, "source": self.source}
 
 
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+    return _is_number(v) and v > 0
+
+
+def _string(v) -> bool:
+    return isinstance(v, str)
 
 
 def _strings(v) -> bool:
-    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+    return isinstance(v, list) and all(isinstance(x, str) and x.strip() for x in v)
+
+
+PCI_ID = re.compile(r"0x[0-9a-f]{4}:0x[0-9a-f]{4}", re.I)
+
+# Every field an entry may have, with its check and what the check asks for. The lookup reads
+# name, match and pci_ids; a run reads peaks, boost_clock_mhz and peak_clock_mhz; the latency
+# sweep reads the cache sizes, vendor and architecture; `peakbench specs` shows the rest.
+FIELDS = {
+    "name": (lambda v: _string(v) and bool(v.strip()), "must be a string"),
+    "vendor": (_string, "must be a string"),
+    "architecture": (_string, "must be a string"),
+    "unit_name": (_string, "must be a string"),
+    "source": (_string, "must be a string"),
+    # an empty match string would match every device
+    "match": (_strings, "must be a list of strings (none empty)"),
+    "pci_ids": (lambda v: _strings(v) and all(PCI_ID.fullmatch(x) for x in v),
+                'must be a list of "0xVVVV:0xDDDD" strings'),
+    "units": (lambda v: isinstance(v, int) and _number(v), "must be a positive integer"),
+    "boost_clock_mhz": (_number, "must be a positive number"),
+    "memory_gb": (_number, "must be a positive number"),
+    "memory_bandwidth_gbs": (_number, "must be a positive number"),
+    "l1_kib_per_unit": (_number, "must be a positive number"),
+    "l2_mib": (_number, "must be a positive number"),
+    "l3_mib": (lambda v: _is_number(v) and v >= 0, "must be a number, 0 or more (0: no L3)"),
+}
+# Tables: the check of each value in them.
+TABLES = {
+    "peaks": (_number, "must map test names to positive numbers"),
+    "peak_clock_mhz": (_number, "must map test names to positive numbers"),
+    "rates": (_number, "must map test names to positive numbers"),
+    "sources": (_string, "must map field or test names to strings"),
+}
+
+
+def _shown(v) -> str:
+    text = repr(v) if isinstance(v, str) else json.dumps(v, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _problem(key: str, v) -> str | None:
+    """Why `v` cannot be the value of field `key`, or None."""
+    if key in TABLES:
+        check, wants = TABLES[key]
+        if not isinstance(v, dict):
+            return f"{key} {wants}, not {_shown(v)}"
+        bad = next((k for k, x in v.items() if not check(x)), None)
+        return None if bad is None else f"{key} {wants}: '{bad}' is {_shown(v[bad])}"
+    check, wants = FIELDS[key]
+    return None if check(v) else f"{key} {wants}, not {_shown(v)}"
 
 
 def _check(e, origin: str, n: int) -> None:
-    """One-line errors for entries the lookup and the % columns could not use."""
+    """One-line errors, naming the file, the GPU and the field, for an entry that the lookup, a run
+    or the spec listing could not use; a warning for a field no code reads (likely a typo)."""
     if not isinstance(e, dict):
         raise SpecError(f"{origin}: gpu entry {n} is not a table")
+    gpu = f"gpu '{e['name']}'" if isinstance(e.get("name"), str) and e["name"].strip() else f"gpu entry {n}"
     missing = [k for k in REQUIRED if k not in e]
     if missing:
-        raise SpecError(f"{origin}: gpu entry {n} lacks {', '.join(missing)}")
-    name = e["name"]
-    problems = []
-    if not isinstance(name, str) or not name:
-        problems.append("name must be a string")
-    if not _number(e["boost_clock_mhz"]):
-        problems.append("boost_clock_mhz must be a positive number")
-    for table in ("peaks", "peak_clock_mhz"):
-        if table in e and not (isinstance(e[table], dict) and all(_number(v) for v in e[table].values())):
-            problems.append(f"{table} must map test names to positive numbers")
-    for key in ("match", "pci_ids"):
-        if key in e and not _strings(e[key]):
-            problems.append(f"{key} must be a list of strings")
+        raise SpecError(f"{origin}: {gpu} lacks {', '.join(missing)}")
+    problems = [p for p in (_problem(k, v) for k, v in e.items() if k in FIELDS or k in TABLES) if p]
     if problems:
-        raise SpecError(f"{origin}: gpu '{name}': {'; '.join(problems)}")
+        raise SpecError(f"{origin}: {gpu}: {'; '.join(problems)}")
+    for key in sorted(set(e) - set(FIELDS) - set(TABLES)):
+        near = difflib.get_close_matches(key, [*FIELDS, *TABLES], n=1, cutoff=0.75)
+        hint = f" (did you mean '{near[0]}'?)" if near else ""
+        print(f"peakbench: warning: {origin}: {gpu}: unknown field '{key}' ignored{hint}", file=sys.stderr)
 
 
 def _parse(entries, origin: str) -> list[GpuSpec]:
@@ -84,28 +141,37 @@ def _parse(entries, origin: str) -> list[GpuSpec]:
 
 
 def load_file(path: str | Path) -> list[GpuSpec]:
+    shown = str(path)                    # as the user wrote it
     path = Path(path)
-    if not str(path).strip():
+    if not shown.strip():
         raise SpecError("--spec needs a GPU name or a file")
     try:
         text = path.read_text()
-        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        data = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
+    except FileNotFoundError:
+        raise SpecError(f"spec file {shown} does not exist") from None
     except OSError as e:
-        raise SpecError(f"cannot read spec file {path}: {e.strerror}") from None
+        raise SpecError(f"cannot read spec file {shown}: {e.strerror}") from None
     except (ValueError, tomllib.TOMLDecodeError) as e:
-        raise SpecError(f"spec file {path} is malformed: {e}") from None
+        raise SpecError(f"spec file {shown} is malformed: {e}") from None
     if not isinstance(data, dict) or "gpu" not in data:
-        raise SpecError(f"spec file {path} has no 'gpu' list")
-    return _parse(data["gpu"], str(path))
+        raise SpecError(f"spec file {shown} has no 'gpu' list")
+    return _parse(data["gpu"], shown)
 
 
 def load_database(extra: str | Path | None = None) -> list[GpuSpec]:
-    specs = load_file(DATABASE)
-    if extra is not None:
-        added = load_file(extra)
-        names = {s.name.lower() for s in added}
-        specs = added + [s for s in specs if s.name.lower() not in names]
-    return specs
+    return _with(load_file(extra)) if extra is not None else load_file(DATABASE)
+
+
+def _with(added: list[GpuSpec]) -> list[GpuSpec]:
+    """The database with `added`: a GPU of the same name replaces the database's."""
+    names = {s.name.lower() for s in added}
+    return added + [s for s in load_file(DATABASE) if s.name.lower() not in names]
+
+
+def looks_like_file(option: str) -> bool:
+    """Whether `--spec` names a file rather than a GPU (no GPU of the database is named like that)."""
+    return option.lower().endswith((".toml", ".json")) or "/" in option or os.sep in option
 
 
 def find(specs: list[GpuSpec], name: str) -> GpuSpec:
@@ -139,8 +205,8 @@ def resolve(option: str | None) -> tuple[list[GpuSpec], GpuSpec | None]:
     database, and one that holds exactly one GPU is also used for every device."""
     if option is None:
         return load_database(), None
-    if Path(option).exists():
+    if Path(option).exists() or looks_like_file(option):
         added = load_file(option)
-        return load_database(option), added[0] if len(added) == 1 else None
+        return _with(added), added[0] if len(added) == 1 else None
     specs = load_database()
     return specs, find(specs, option)

@@ -1,0 +1,97 @@
+"""Sweep charts: labels in the unit that fits the value (MB/s, GB/s, TB/s; ns, us), PNGs for a
+document with sweeps, and nothing (no error) for one without."""
+from __future__ import annotations
+
+import pytest
+
+from peakbench.report import plots
+
+
+@pytest.mark.parametrize("gbs, label", [
+    (0.512, "512 MB/s"), (0.0005, "0.50 MB/s"), (8.0425, "8.04 GB/s"), (905.0, "905 GB/s"),
+    (999.7, "1.00 TB/s"), (4718.0, "4.72 TB/s"), (12345.0, "12.3 TB/s"), (1.0, "1.00 GB/s")])
+def test_rate_label(gbs, label):
+    assert plots.rate_label(gbs) == label
+
+
+@pytest.mark.parametrize("ns, label", [
+    (9.4163, "9.42 ns"), (153.9, "154 ns"), (999.9, "1.00 us"), (1500.0, "1.50 us"), (58480.0, "58.5 us"),
+    (2.5e6, "2.50 ms")])
+def test_time_label(ns, label):
+    assert plots.time_label(ns) == label
+
+
+@pytest.mark.parametrize("peak, unit", [(0.8, "MB/s"), (8.0, "GB/s"), (999.0, "GB/s"), (4718.0, "TB/s")])
+def test_the_bandwidth_axis_takes_the_unit_of_its_largest_value(peak, unit):
+    assert plots.scale(peak, plots.RATES)[0] == unit
+
+
+SIZES = [4096 << i for i in range(8)]
+
+
+def sweep_run(gbs: list[float], ns: list[float], name="Test GPU") -> dict:
+    read = {"x": "working_set_bytes", "y": "GB/s", "working_set_bytes": SIZES, "GB/s": gbs}
+    chase = {"x": "working_set_bytes", "y": "ns", "working_set_bytes": SIZES, "ns": ns}
+    return {"backend": "cuda", "device": {"index": 0, "name": name, "driver": "1.0"}, "results": [
+        {"test": "memory.read", "status": "ok", "unit": "GB/s", "value": gbs[-1], "series": read},
+        {"test": "latency.l1", "status": "ok", "unit": "ns", "value": ns[0], "series": chase,
+         "params": {"working_sets_bytes": [SIZES[0], SIZES[2]]}},
+        {"test": "latency.l2", "status": "unsupported", "unit": "ns", "value": None, "series": None},
+        {"test": "latency.dram", "status": "ok", "unit": "ns", "value": ns[-1], "series": chase,
+         "params": {"working_sets_bytes": [SIZES[5], SIZES[7]]}}]}
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """What each saved chart shows: its y label, its texts, the largest y it plots."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+    charts = {}
+    save = Figure.savefig
+
+    def record(fig, path, *args, **kwargs):
+        ax = fig.axes[0]
+        charts[path.name] = (ax.get_ylabel(), [t.get_text() for t in ax.texts], max(ax.lines[0].get_ydata()))
+        return save(fig, path, *args, **kwargs)
+    monkeypatch.setattr(Figure, "savefig", record)
+    return charts
+
+
+def test_write_makes_pngs_with_units_that_fit_an_h200(tmp_path, drawn):
+    run = sweep_run([9000.0, 9100.0, 9050.0, 7000.0, 5000.0, 4700.0, 4720.0, 4718.0],
+                    [20.4, 20.5, 20.3, 146.0, 147.0, 351.0, 352.0, 351.6])
+    files = plots.write([run], tmp_path / "charts")
+    assert sorted(f.name for f in files) == ["cuda0-test-gpu-bandwidth.png", "cuda0-test-gpu-latency.png"]
+    assert all(f.read_bytes().startswith(b"\x89PNG") and f.stat().st_size > 5000 for f in files)
+    ylabel, texts, top = drawn["cuda0-test-gpu-bandwidth.png"]
+    assert ylabel == "read bandwidth (TB/s)" and top == pytest.approx(9.1)
+    assert texts == ["L1 9.05 TB/s", "DRAM 4.72 TB/s"]
+    ylabel, texts, top = drawn["cuda0-test-gpu-latency.png"]
+    assert ylabel == "load-to-use latency (ns)" and top == pytest.approx(352.0)
+    assert texts == ["L1 20.4 ns", "DRAM 352 ns"]
+
+
+def test_write_makes_pngs_with_units_that_fit_a_slow_device(tmp_path, drawn):
+    run = sweep_run([0.9, 0.8, 0.85, 0.5, 0.4, 0.3, 0.31, 0.3],
+                    [90.0, 91.0, 92.0, 400.0, 900.0, 1500.0, 1510.0, 1505.0])
+    plots.write([run], tmp_path)
+    ylabel, texts, top = drawn["cuda0-test-gpu-bandwidth.png"]
+    assert ylabel == "read bandwidth (MB/s)" and top == pytest.approx(900.0)
+    assert texts == ["L1 850 MB/s", "DRAM 300 MB/s"]
+    ylabel, texts, top = drawn["cuda0-test-gpu-latency.png"]
+    assert ylabel == "load-to-use latency (us)" and top == pytest.approx(1.51)
+    assert texts == ["L1 90.0 ns", "DRAM 1.50 us"]
+
+
+def test_a_document_without_sweeps_writes_nothing(tmp_path):
+    pytest.importorskip("matplotlib")
+    folder = tmp_path / "charts"
+    runs = [{"backend": "vulkan", "device": {"name": "GPU"}, "results": [
+                {"test": "compute.fp32", "status": "ok", "unit": "TFLOPS", "value": 1.0, "series": None},
+                {"test": "memory.read", "status": "unsupported", "unit": "GB/s", "value": None},
+                {"test": "latency.l1", "status": "ok", "unit": "ns", "value": 9.0,
+                 "series": {"working_set_bytes": [], "ns": []}}]},
+            {"backend": "cuda", "device": {"name": "Other"}, "results": []}]
+    assert plots.write(runs, folder) == []
+    assert not folder.exists()
+    assert plots.write([], folder) == []
