@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs peakbench on a lent GPU machine with no network: unpack the Vulkan loader and the Python
-# wheels carried in .gl/ and .whl/ (see PERFORMANCE_ANALYSIS.md, "How these numbers were taken"),
+# wheels carried in .gl/ and .whl/ (see PERFORMANCE_ANALYSIS.md, "How the numbers are taken"),
 # then run the given peakbench arguments, keeping JSON, Markdown, charts and logs under $OUT
 # (--plot needs matplotlib, which the lent machine's image has; carry it as a wheel elsewhere).
 set -u

@@ -36,7 +36,7 @@
 #endif
 // The read adds its UNROLL loads into SUMS partial sums. NVIDIA's Vulkan compiler (580.159.04,
 // H200, 16 loads) issues the loads ahead only with several sums, and spills with 16
-// (scripts/probes/vulkan_memory.py): 16 sums, 128 registers + 7 KiB shared spill, 20.8 TB/s from
+// (experiments/probes/vulkan_memory.py): 16 sums, 128 registers + 7 KiB shared spill, 20.8 TB/s from
 // L1 and 4.68 from DRAM; 8 sums, 73 registers, 32.0 and 4.66; 4 sums, 41 registers, 32.0 and
 // 4.54. CUDA's mem.cu keeps one sum per load: 8 there read DRAM 1.8% slower.
 #ifndef SUMS

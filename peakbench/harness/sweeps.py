@@ -58,8 +58,8 @@ READ_BLOCKS_PER_UNIT = 2
 # The rows read's workgroup (where the device allows it), with ROWS_UNROLL rows
 # (catalog/memory.py): short-lived workgroups read DRAM fastest when each reads much. H200 board
 # c650911d, 16 passes a dispatch, GB/s for 256 x 16, 256 x 32, 1024 x 16 and 1024 x 32 threads x
-# rows: Vulkan 4705 / 4713 / 4715 / 4720, CUDA 4690 / 4690 / 4700 / 4709 (scripts/probes/
-# *_stream_paths.py; results/h200-probe-stream-paths-2026-11-30.txt, run 6).
+# rows: Vulkan 4705 / 4713 / 4715 / 4720, CUDA 4690 / 4690 / 4700 / 4709 (experiments/probes/
+# *_stream_paths.py; experiments/results/h200-probe-stream-paths-2026-11-30.txt, run 6).
 ROWS_BLOCK = 1024
 # The chase walks the whole cycle once untimed (up to this many loads) before it is timed, so up
 # to 128 MiB every timed load revisits a line one working set ago rather than touching it first;
@@ -200,7 +200,7 @@ def sweep_point(ws: int, blocks: int, tile: int) -> tuple[int, int, int]:
     stream does. Rotating slices there gave L2 hits the working set cannot explain: over a long
     launch the workgroups drift apart, and one then rereads lines another just pulled into the L2
     (H200, 128 MiB, twice the L2: 4.08, 4.52 and 5.26 TB/s after 8, 32 and 128 passes a launch,
-    scripts/probes/cuda_memory.py; private slices 4.57)."""
+    experiments/probes/cuda_memory.py; private slices 4.57)."""
     if ws // 16 // blocks >= PRIVATE_SLICE // 16:
         return blocks * (ws // 16 // blocks // tile * tile), 0xFFFFFFFF, 0
     return blocks * sweep_span(ws, blocks, tile), ws // 16 - 1, sweep_shift(blocks)

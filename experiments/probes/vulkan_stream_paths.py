@@ -29,9 +29,9 @@ cuda_stream_paths.py); not peakbench tests. On the first Vulkan device:
 14. The write with tiles handed out by an atomic ticket, in the order workgroups start rather
    than by workgroup ID: does the order the driver launches workgroups in hold the write back?
 
-Sections run by number: python3 scripts/probes/vulkan_stream_paths.py 5 6 (all by default).
+Sections run by number: python3 experiments/probes/vulkan_stream_paths.py 5 6 (all by default).
 
-Run on the GPU machine from the repository root: python3 scripts/probes/vulkan_stream_paths.py
+Run on the GPU machine from the repository root: python3 experiments/probes/vulkan_stream_paths.py
 """
 from __future__ import annotations
 

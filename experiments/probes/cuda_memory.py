@@ -11,7 +11,7 @@
    same H200" is the issue's target: this shows what the pattern reads on the board at hand.
 4. The write with other data (zeros, the index, random words): the pattern is not the limit.
 
-Run on the GPU machine from the repository root: python3 scripts/probes/cuda_memory.py
+Run on the GPU machine from the repository root: python3 experiments/probes/cuda_memory.py
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@
 11. The stride read (shaders/mem.cu LAYOUT 1, which reads 3.86-3.91 TB/s in peakbench where
    Vulkan's reads 4.53-4.64) with 16, 8, 4 and 1 partial sums, against the chunk read.
 
-Run on the GPU machine from the repository root: python3 scripts/probes/cuda_stream_paths.py [section ...]
+Run on the GPU machine from the repository root: python3 experiments/probes/cuda_stream_paths.py [section ...]
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ CUDA; not peakbench tests. On the first Vulkan device:
 5. Write, copy and read in dedicated allocations (VK_KHR_dedicated_allocation, core 1.1).
 6. 1 again, after the allocations of 2-5 (on the H200 some of the variants then wrote slower).
 
-Run on the GPU machine from the repository root: python3 scripts/probes/vulkan_memory.py
+Run on the GPU machine from the repository root: python3 experiments/probes/vulkan_memory.py
 """
 from __future__ import annotations
 
