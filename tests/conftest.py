@@ -4,14 +4,22 @@
 GPU tests (marked `gpu`) run only where a real, non-CPU device is present: lavapipe counts as no
 GPU. On the GPU machine run `pytest --gpu` (or `pytest -m gpu`): then a missing GPU fails those
 tests instead of skipping them, so a broken driver install cannot pass as "all skipped".
+
+Every result document the suite writes through `peakbench.report.result.save_json` is checked
+against docs/result.schema.json; a document that breaks it fails the test that wrote it.
 """
 from __future__ import annotations
 
 import functools
+import json
+import sys
+from pathlib import Path
 
 import pytest
 
 from helpers import gpu_required
+
+RESULT_SCHEMA = Path(__file__).resolve().parents[1] / "docs" / "result.schema.json"
 
 
 def pytest_addoption(parser):
@@ -90,3 +98,60 @@ def shaders():
         pytest.skip(f"vulkan package unusable: {e}")
     return shaders, workloads
 
+
+# -- every written result document against the schema ---------------------------------------
+
+@functools.cache
+def result_validator():
+    import jsonschema
+    return jsonschema.Draft202012Validator(json.loads(RESULT_SCHEMA.read_text()))
+
+
+def schema_problems(doc) -> list[str]:
+    """Every way `doc` breaks docs/result.schema.json, as 'json/path: message'; [] when it is valid."""
+    errors = sorted(result_validator().iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path])
+    return [f"{'/'.join(map(str, e.absolute_path)) or '(document)'}: {e.message}" for e in errors]
+
+
+_schema_violations: list[str] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _result_documents_checked():
+    """Wrap save_json (the original still writes): the wrapper checks the document as it will be
+    written, the JSON round trip of what it was handed. Modules that imported the function before
+    this ran (the CLI and the test modules, at collection) get the wrapper too; later imports find
+    it in place."""
+    from peakbench.report import result
+    original = result.save_json
+
+    @functools.wraps(original)
+    def save_json(*args, **kwargs):
+        path = kwargs.get("path", args[0] if args else None)
+        path = getattr(path, "name", path)       # an Output names the file as given
+        doc = kwargs.get("doc", args[1] if len(args) > 1 else None)
+        try:
+            written = json.loads(json.dumps(doc))
+        except (TypeError, ValueError):
+            pass                     # not serialisable: the original raises that itself
+        else:
+            problems = schema_problems(written) if isinstance(written, dict) else ["not a JSON object"]
+            _schema_violations.extend(f"{path}: {p}" for p in problems)
+        return original(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        for module in list(sys.modules.values()):
+            for name, value in list(getattr(module, "__dict__", {}).items()):
+                if value is original:           # `save_json` or an alias of it
+                    mp.setattr(module, name, save_json)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _no_schema_violation():
+    """Fail the test during which (or during whose fixtures) a document broke the schema."""
+    yield
+    if _schema_violations:
+        found = list(_schema_violations)
+        _schema_violations.clear()
+        pytest.fail("a result document does not match docs/result.schema.json:\n  " + "\n  ".join(found[:10]))
