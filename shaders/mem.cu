@@ -1,5 +1,5 @@
 // Memory bandwidth, latency and launch kernels for CUDA and HIP: the same contract as
-// shaders/mem_stream.comp, mem_chase.comp and empty.comp (peakbench/harness/sweeps.py checks all).
+// shaders/mem_stream.comp, mem_chase.comp and empty.comp (peakbench/workloads/ checks all).
 //
 // stream: 16-byte accesses, UNROLL in flight per thread, in the layout that measured fastest
 // for each on the H200 (PERFORMANCE_ANALYSIS.md):
@@ -26,11 +26,11 @@
 //   more).
 // MODE 1 write: v[j] = pattern(j); MODE 2 copy: dst[i] = src[i]; MODE 3 fill: src[i] =
 //   hash(i), the random-looking data every test reads (nothing compressible).
-// Defines: MODE, UNROLL, LAYOUT, SUMS (stream); CLOCK (chase). n_vec is a multiple of threads * UNROLL
+// Defines: MODE, UNROLL, LAYOUT, SUMS (stream); CLOCK, ROUND (chase). n_vec is a multiple of threads * UNROLL
 // (the rows read: of blockDim * UNROLL).
 //
-// chase: one thread follows a random single cycle of nodes one cache line apart (256 loads per
-// round); every load depends on the one before. The load is the vector-memory path of an
+// chase: one thread follows a random single cycle of nodes one cache line apart (ROUND loads per
+// round, defined by workloads/chase.py); every load depends on the one before. The load is the vector-memory path of an
 // ordinary kernel: on CUDA ld.global.ca (cached in L1, as the issue asks), on HIP a global_load
 // whose address is kept in a vector register (a uniform address would become a scalar s_load,
 // the cache path no ordinary data load takes). With CLOCK=1 the loop is bracketed by clock64(),
@@ -156,6 +156,7 @@ extern "C" __global__ void STREAM_BOUNDS stream(const uint4* __restrict__ src, u
 #endif
 }
 
+#ifdef ROUND          // the chase, where the host names its round length (workloads/chase.py)
 extern "C" __global__ void chase(const unsigned* __restrict__ next, unsigned* __restrict__ out, unsigned rounds,
                                  unsigned start) {
     unsigned i = start;
@@ -164,7 +165,7 @@ extern "C" __global__ void chase(const unsigned* __restrict__ next, unsigned* __
 #endif
     for (unsigned r = 0; r < rounds; r++)
 #pragma unroll 16
-        for (int n = 0; n < 256; n++) i = chase_load(next, i);
+        for (int n = 0; n < ROUND; n++) i = chase_load(next, i);
 #if CLOCK
     long long t1 = clock64();
     *(long long*)(out + 2) = t0;      // 8-byte aligned: words 2-3 and 4-5
@@ -172,5 +173,6 @@ extern "C" __global__ void chase(const unsigned* __restrict__ next, unsigned* __
 #endif
     out[0] = i;
 }
+#endif
 
 extern "C" __global__ void empty() {}

@@ -2,7 +2,7 @@
 // Load latency, kernel family "chase" (peakbench/catalog/memory.py): one invocation follows a
 // random single-cycle permutation (Sattolo) of nodes one stride apart, so every load depends on
 // the one before and lands on a different cache line:
-//   latency = GPU time / loads,  loads = rounds * 256
+//   latency = GPU time / loads,  loads = rounds * ROUND (workloads/chase.py defines it)
 // (Two nested loops: llvmpipe stops any one loop after 65535 iterations.)
 // The loads are ordinary storage-buffer loads (the vector-memory path a compute kernel uses);
 // the buffer is readonly so drivers may cache it as they cache any read-only data. The final
@@ -23,7 +23,7 @@ void main() {
     uvec2 t0 = clock2x32ARB();
 #endif
     for (uint r = 0; r < push.rounds; r++)
-        for (uint n = 0; n < 256; n++) i = next[i];
+        for (uint n = 0; n < ROUND; n++) i = next[i];
 #if CLOCK
     uvec2 t1 = clock2x32ARB();
     last[1] = t0.x; last[2] = t0.y; last[3] = t1.x; last[4] = t1.y;

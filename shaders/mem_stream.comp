@@ -22,7 +22,7 @@
 // MODE 1 write: v[i] = pattern(i); MODE 2 copy: dst[i] = src[i]; MODE 3 fill: src[i] =
 // hash(i), the random-looking data every test reads (no compressible zeros).
 // The stream runs the chunk with shift 0 and mask all ones: each workgroup rereads its own
-// slice, a whole buffer of traffic later. The cache sweep (harness/sweeps.py) runs it with mask =
+// slice, a whole buffer of traffic later. The cache sweep (workloads/stream.py) runs it with mask =
 // working set - 1 and shift = workgroups | 1: each pass the grid reads the next window of slices,
 // so once the ring has as many slices as workgroups a line comes back one working set of traffic
 // later (below, several workgroups read a slice in one pass, all inside the caches), and each

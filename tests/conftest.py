@@ -93,7 +93,7 @@ def shaders():
     """peakbench.vulkan.shaders and workloads; they import the `vulkan` package, which raises
     OSError at import when no Vulkan loader is installed."""
     try:
-        from peakbench.vulkan import shaders, workloads
+        from peakbench.vulkan import capabilities as workloads, shaders
     except (ImportError, OSError) as e:
         pytest.skip(f"vulkan package unusable: {e}")
     return shaders, workloads

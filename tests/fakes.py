@@ -1,7 +1,7 @@
 """A fake driver for the harness, session and CLI tests: deterministic GPU times, no GPU.
 
 A FakeWorkload's launch of `size` takes `size * seconds_per_unit` of fake GPU time (times an
-optional repeating noise factor) and does `size * ops_per_unit` ops, so the expected rate of any
+optional repeating noise factor) and does `size * ops_per_unit` items (a bare TestSpec counts an item as one op), so the expected rate of any
 sample is known in closed form. A FakeClock stands in for time.perf_counter and advances by the
 GPU time of each launch, so warm-up and budget logic run deterministically and instantly.
 """
@@ -60,7 +60,7 @@ class FakeWorkload:
             self.clock.advance(seconds)
         return seconds
 
-    def work(self, size: int) -> float:
+    def items(self, size: int) -> float:
         return size * self.ops_per_unit
 
     def verify(self) -> str | None:
@@ -98,7 +98,9 @@ class FakeDevice:
     def prepare(self, test, variant):
         self.prepared.append((test.name, variant.name))
         make = self.plan.get(test.name)
-        w = make(test, variant) if make else FakeWorkload(1e-6 / variant.width, clock=self.clock, name=variant.name)
+        # 1e6 ops a size unit, in the items of the test's descriptor
+        w = make(test, variant) if make else FakeWorkload(1e-6 / variant.width, 1e6 / test.per_item(variant),
+                                                          clock=self.clock, name=variant.name)
         self.workloads.append(w)
         return w
 

@@ -489,8 +489,8 @@ def test_empty_option_values_are_usage_errors(capsys, args, problem):
 def test_two_backends_on_one_gpu_are_shown_side_by_side(capsys, monkeypatch, files):
     """`--backend vulkan,cuda` on one GPU (one UUID): a table per backend, then both columns with
     their ratio, in the terminal and in the Markdown file."""
-    fast = FakeDevice(plan={"compute.fp32": lambda t, v: FakeWorkload(0.5e-6, name=v.name)})
-    slow = FakeDevice(plan={"compute.fp32": lambda t, v: FakeWorkload(1e-6, name=v.name)})
+    fast = FakeDevice(plan={"compute.fp32": lambda t, v: FakeWorkload(0.5e-6, 1e6 / t.per_item(v), name=v.name)})
+    slow = FakeDevice(plan={"compute.fp32": lambda t, v: FakeWorkload(1e-6, 1e6 / t.per_item(v), name=v.name)})
     backends = {"vulkan": FakeBackend([slow]), "cuda": FakeBackend([fast])}
     backends["cuda"].name = "cuda"
     monkeypatch.setattr(cli, "load", lambda name: backends[name])

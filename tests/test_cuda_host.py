@@ -11,7 +11,7 @@ import pytest
 from peakbench.backend import BackendUnavailable
 from peakbench.catalog import default_catalog
 from peakbench.cuda import capabilities, sass
-from peakbench.simt import listing
+from peakbench import listing
 
 CATALOG = default_catalog()
 LISTING = """

@@ -13,6 +13,10 @@ import subprocess
 from types import SimpleNamespace
 
 import numpy as np
+
+from peakbench.catalog import default_catalog
+from peakbench.sources import SHADERS
+from peakbench.workloads import matrix as shared
 import pytest
 
 from peakbench.catalog import default_catalog
@@ -22,6 +26,9 @@ from peakbench.cuda import tensor
 CATALOG = default_catalog()
 MATRIX = [t for t in CATALOG.tests if t.family == "matrix"]
 NVCC = shutil.which("nvcc")
+
+
+CATALOG_TESTS = {t.name: t for t in default_catalog().tests}
 
 
 def fake_rt(cc):
@@ -41,7 +48,7 @@ def ptx(tmp_path, form, **overrides) -> str:
     out = tmp_path / f"{form.kernel}.ptx"
     target = f"-gencode=arch=compute_{arch[3:]},code=sm_{arch[3:]}"     # no plain sm_90 pass for sm_90a
     done = subprocess.run([NVCC, "-ptx", target, "--std=c++17", *(f"-D{k}={v}" for k, v in settings.items()),
-                           str(tensor.SHADERS / form.source), "-o", str(out)], capture_output=True, text=True)
+                           str(SHADERS / form.source), "-o", str(out)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return out.read_text()
 
@@ -151,13 +158,12 @@ def test_variants_carry_the_op_count_of_their_shape():
         assert v.name == f"{form.path}:m{m}n{n}k{k}"
 
 
-def test_work_counts_every_step_of_every_owner():
-    form = next(f for f in tensor.FORMS if f.path == "wgmma" and f.test == "bf16.fp32")
-    v = tensor.variant_of(form)
-    # 132 SMs x 2 warpgroups, 1000 iterations of 4 steps on one 64x256x16 accumulator.
-    assert tensor.work(264, 1000, v, 1) == 264 * 1000 * 4 * 1 * 2 * 64 * 256 * 16
-    mma = tensor.variant_of(next(f for f in tensor.FORMS if f.name == "mma.sync:m16n8k16" and f.test == "fp16.fp32"))
-    assert tensor.work(10, 3, mma, 8) == 10 * 3 * 4 * 8 * 4096
+def test_items_count_every_step_of_every_owner():
+    w = shared.MatrixWorkload()
+    w.variant = tensor.variant_of(next(f for f in tensor.FORMS if f.path == "wgmma" and f.test == "bf16.fp32"))
+    w.owners, w.accumulators = 264, 1          # 132 SMs x 2 warpgroups, one 64 x 256 accumulator
+    assert w.items(1000) == 1_056_000          # 1000 iterations of 4 steps
+    assert CATALOG_TESTS["matrix.bf16.fp32"].per_item(w.variant) == 524_288    # 2 * 64 * 256 * 16 ops a step
 
 
 def test_int4_packing_puts_the_lower_element_in_the_low_nibble():

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers import clang_tidy
-from peakbench.harness import sweeps
+from peakbench.workloads import stream as sweeps
 
 SOURCE = Path(__file__).resolve().parents[1] / "shaders" / "mem.cu"
 # What mem.cu takes from hip/hip_runtime.h, declared only: the front end checks types and calls.

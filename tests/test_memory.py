@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from peakbench.catalog import default_catalog
-from peakbench.harness import sweeps
+from peakbench.workloads import chase, stream
 from peakbench.harness.levels import Plateau, documented_caches, name_levels, plateaus
 from peakbench.specs import find, load_database
 
@@ -85,7 +85,7 @@ def test_a_far_partition_before_dram_is_not_dram():
 
 
 def test_stream_host_reference():
-    mem = sweeps
+    mem = stream
     # lowbias32 is a bijection: no two indices get the same word, so no compressible runs.
     h = mem.hash32(np.arange(1 << 16, dtype=np.uint32))
     assert len(np.unique(h)) == 1 << 16
@@ -96,87 +96,87 @@ def test_stream_host_reference():
 
 def test_stream_check_names_the_first_wrong_word():
     blocks, block, n = 2, 2, 8                       # a chunk of 4 vectors per block
-    good = sweeps.filled(n)
-    assert sweeps.check_stream("copy", good.copy(), n, blocks, block) is None
+    good = stream.filled(n)
+    assert stream.check_stream("copy", good.copy(), n, blocks, block) is None
     bad = good.copy()
     bad[5, 2] ^= 1
-    assert "1 of 32 words" in sweeps.check_stream("copy", bad, n, blocks, block)
-    assert "(first at (5, 2))" in sweeps.check_stream("copy", bad, n, blocks, block)
+    assert "1 of 32 words" in stream.check_stream("copy", bad, n, blocks, block)
+    assert "(first at (5, 2))" in stream.check_stream("copy", bad, n, blocks, block)
     # Thread x of block b sums vectors b*4 + x and b*4 + x + 2 (its block's chunk, block-strided).
     sums = np.array([good[b * 4 + x].astype(np.uint64) + good[b * 4 + x + 2] for b in range(2) for x in range(2)])
-    assert sweeps.check_stream("read", (sums % (1 << 32)).astype(np.uint32), n, blocks, block) is None
+    assert stream.check_stream("read", (sums % (1 << 32)).astype(np.uint32), n, blocks, block) is None
     grid_stride = good.reshape(2, 4, 4).astype(np.uint64).sum(axis=0) % (1 << 32)
-    assert sweeps.check_stream("read", grid_stride.astype(np.uint32), n, blocks, block) is not None
+    assert stream.check_stream("read", grid_stride.astype(np.uint32), n, blocks, block) is not None
     # Stride layout: thread t of the 4 sums vectors t and t + 4.
     strided = np.array([good[t].astype(np.uint64) + good[t + 4] for t in range(4)]) % (1 << 32)
-    assert sweeps.check_stream("read", strided.astype(np.uint32), n, blocks, block, "stride") is None
-    assert sweeps.check_stream("read", (sums % (1 << 32)).astype(np.uint32), n, blocks, block, "stride") is not None
+    assert stream.check_stream("read", strided.astype(np.uint32), n, blocks, block, "stride") is None
+    assert stream.check_stream("read", (sums % (1 << 32)).astype(np.uint32), n, blocks, block, "stride") is not None
 
 
 def test_the_rows_read_checks_each_columns_total():
     # 16 vectors as 2 rows of 2 columns of 4 (the workgroup size): column c is vectors
     # 4c..4c+3 of row 0 and 8+4c..8+4c+3 of row 1.
-    v = sweeps.filled(16).astype(np.uint64)
+    v = stream.filled(16).astype(np.uint64)
     want = np.array([v[0:4].sum(axis=0) + v[8:12].sum(axis=0), v[4:8].sum(axis=0) + v[12:16].sum(axis=0)])
     want = (want % (1 << 32)).astype(np.uint32)
-    assert (sweeps.read_sums(16, 2, 4, "rows", rows=2) == want).all()
-    assert sweeps.check_stream("read", want.copy(), 16, 2, 4, "rows", rows=2) is None
+    assert (stream.read_sums(16, 2, 4, "rows", rows=2) == want).all()
+    assert stream.check_stream("read", want.copy(), 16, 2, 4, "rows", rows=2) is None
     tiles = (v.reshape(2, 8, 4).sum(axis=1) % (1 << 32)).astype(np.uint32)   # contiguous tiles instead
-    assert "differ from the host reference" in sweeps.check_stream("read", tiles, 16, 2, 4, "rows", rows=2)
+    assert "differ from the host reference" in stream.check_stream("read", tiles, 16, 2, 4, "rows", rows=2)
 
 
 def test_passes_split_into_as_few_dispatches_as_the_grid_limit_allows():
-    assert sweeps.pass_dispatches(64, 1024, 65535) == (32, 2)
-    assert sweeps.pass_dispatches(1, 1024, 65535) == (1, 1)
-    assert sweeps.pass_dispatches(48, 1024, (1 << 31) - 1) == (48, 1)
-    assert sweeps.pass_dispatches(6, 1024, 4096) == (3, 2)      # a divisor, so passes stay exact
+    assert stream.pass_dispatches(64, 1024, 65535) == (32, 2)
+    assert stream.pass_dispatches(1, 1024, 65535) == (1, 1)
+    assert stream.pass_dispatches(48, 1024, (1 << 31) - 1) == (48, 1)
+    assert stream.pass_dispatches(6, 1024, 4096) == (3, 2)      # a divisor, so passes stay exact
     with pytest.raises(ValueError, match="do not fit"):       # not even one pass fits the grid
-        sweeps.pass_dispatches(4, 1 << 20, 65535)
+        stream.pass_dispatches(4, 1 << 20, 65535)
 
 
 def test_the_two_pass_check_catches_a_second_pass_that_did_not_wrap():
     n, block, rows = 16, 4, 2                          # 2 columns, checked over 2 passes
-    want = sweeps.read_sums(n, 2, block, "rows", rows=rows)
+    want = stream.read_sums(n, 2, block, "rows", rows=rows)
     got = np.full((4, 4), 0xFFFFFFFF, np.uint32)
     got[:2] = want
-    assert sweeps.check_wrapped("read", got.ravel(), n, block, rows, "rows") is None
+    assert stream.check_wrapped("read", got.ravel(), n, block, rows, "rows") is None
     got[3] = want[1]                                   # workgroup 3 wrote column 3, not 1
-    assert "did not wrap" in sweeps.check_wrapped("read", got.ravel(), n, block, rows, "rows")
+    assert "did not wrap" in stream.check_wrapped("read", got.ravel(), n, block, rows, "rows")
     written = np.full((2 * n, 4), 0xFFFFFFFF, np.uint32)   # the write: n vectors a pass
-    written[:n] = sweeps.written(np.arange(n))
-    assert sweeps.check_wrapped("write", written.ravel(), n, block, 1, "tile") is None
-    written[n] = sweeps.written(np.arange(n, n + 1))[0]
-    assert "did not wrap" in sweeps.check_wrapped("write", written.ravel(), n, block, 1, "tile")
+    written[:n] = stream.written(np.arange(n))
+    assert stream.check_wrapped("write", written.ravel(), n, block, 1, "tile") is None
+    written[n] = stream.written(np.arange(n, n + 1))[0]
+    assert "did not wrap" in stream.check_wrapped("write", written.ravel(), n, block, 1, "tile")
     copied = np.full((2 * n, 4), 0xFFFFFFFF, np.uint32)    # the copy: the filled data, n a pass
-    copied[:n] = sweeps.filled(n)
-    assert sweeps.check_wrapped("copy", copied.ravel(), n, block, 1, "tile") is None
-    copied[n:] = sweeps.filled(2 * n)[n:]
-    assert "did not wrap" in sweeps.check_wrapped("copy", copied.ravel(), n, block, 1, "tile")
+    copied[:n] = stream.filled(n)
+    assert stream.check_wrapped("copy", copied.ravel(), n, block, 1, "tile") is None
+    copied[n:] = stream.filled(2 * n)[n:]
+    assert "did not wrap" in stream.check_wrapped("copy", copied.ravel(), n, block, 1, "tile")
     with pytest.raises(ValueError, match="two passes"):      # a short download cannot pass
-        sweeps.check_wrapped("copy", copied.ravel()[:n * 4], n, block, 1, "tile")
+        stream.check_wrapped("copy", copied.ravel()[:n * 4], n, block, 1, "tile")
 
 
 def test_read_sums_follow_the_rotating_slices():
     # 2 blocks of 2 threads, 8 vectors: slices of 4. Pass 0: block b reads slice b; pass 1 (shift 1,
     # wrapped at 8 vectors): block 0 reads slice 1, block 1 slice 2 = slice 0.
-    v = sweeps.filled(8).astype(np.uint64)
+    v = stream.filled(8).astype(np.uint64)
     want = [v[b * 4 + x] + v[b * 4 + x + 2] + v[(1 - b) * 4 + x] + v[(1 - b) * 4 + x + 2]
             for b in range(2) for x in range(2)]
-    got = sweeps.read_sums(8, 2, 2, passes=2, shift=1, mask=7)
+    got = stream.read_sums(8, 2, 2, passes=2, shift=1, mask=7)
     assert (got == np.array(want) % (1 << 32)).all()
-    assert (sweeps.read_sums(8, 2, 2, passes=2, shift=0, mask=7) != got).any()
+    assert (stream.read_sums(8, 2, 2, passes=2, shift=0, mask=7) != got).any()
 
 
 def test_sweep_slices_never_share_a_pass_once_the_working_set_is_large():
     blocks, tile = 264, 4096                         # the H200: 132 SMs x 2, 256 threads x 16
     for ws in (4 * KIB, 64 * KIB, MIB, 16 * MIB, 64 * MIB, 512 * MIB):
-        span = sweeps.sweep_span(ws, blocks, tile)
+        span = stream.sweep_span(ws, blocks, tile)
         assert span % tile == 0 and span & (span - 1) == 0
         if ws // 16 >= blocks * tile:                # each workgroup its own slice, half the set or more
             assert ws // 32 < blocks * span <= ws // 16
         else:                                        # small sets: one tile each, read several times
             assert span == tile
-    shift = sweeps.sweep_shift(blocks)
+    shift = stream.sweep_shift(blocks)
     for slices in (1 << k for k in range(11)):       # a workgroup visits every slice, not its L1's few
         assert all(len({(g + p * shift) % slices for p in range(slices)}) == slices for g in (0, 1, 131))
     for slices in (512, 1024, 4096):                 # and a slice comes back about a ring later
@@ -204,7 +204,7 @@ def test_the_bandwidth_sweep_counts_what_its_launches_read():
         calls.append((passes, n, mask))
         assert shift == (0 if mask == 0xFFFFFFFF else 5)   # 4 workgroups: an odd step of a whole window
         return passes * n * 16 / 1e12                # 1 TB/s whatever the size
-    s = sweeps.bandwidth_sweep(run, blocks=4, tile=64, max_bytes=2 * MIB, sample_s=1e-6)
+    s = stream.bandwidth_sweep(run, blocks=4, tile=64, max_bytes=2 * MIB, sample_s=1e-6)
     assert s["working_set_bytes"] == [4 * KIB << i for i in range(10)]
     assert s["GB/s"] == pytest.approx([1000.0] * 10)
     # Rotating slices wrapped at the working set up to 4 x 256 KiB; private slices (no wrap) from there.
@@ -215,11 +215,11 @@ def test_the_bandwidth_sweep_counts_what_its_launches_read():
 def test_large_working_sets_give_each_workgroup_a_private_slice():
     blocks, tile = 264, 4096                         # the H200
     for ws in (4 * KIB, 16 * MIB, 64 * MIB):         # rotating slices, wrapped at the working set
-        n, mask, shift = sweeps.sweep_point(ws, blocks, tile)
+        n, mask, shift = stream.sweep_point(ws, blocks, tile)
         assert mask == ws // 16 - 1 and shift == 265
     for ws in (128 * MIB, 512 * MIB):                # each workgroup its own 256 KiB or more
-        n, mask, shift = sweeps.sweep_point(ws, blocks, tile)
-        assert (mask, shift) == (0xFFFFFFFF, 0) and 0.9 * ws <= n * 16 <= ws and n // blocks * 16 >= sweeps.PRIVATE_SLICE
+        n, mask, shift = stream.sweep_point(ws, blocks, tile)
+        assert (mask, shift) == (0xFFFFFFFF, 0) and 0.9 * ws <= n * 16 <= ws and n // blocks * 16 >= stream.PRIVATE_SLICE
 
 
 class CachedChaser:
@@ -235,7 +235,7 @@ class CachedChaser:
         self.touched, self.end = np.zeros(len(order), bool), 0
 
     def launch(self, rounds, start):
-        at = (self.index[start] + np.arange(rounds * sweeps.ROUND)) % len(self.order)
+        at = (self.index[start] + np.arange(rounds * chase.ROUND)) % len(self.order)
         first = len(np.unique(at[~self.touched[at]]))
         self.touched[at] = True
         self.end = int(self.order[(at[-1] + 1) % len(self.order)])
@@ -249,14 +249,14 @@ class CachedChaser:
 
 
 def test_the_chase_is_timed_only_after_a_whole_walk_of_the_cycle():
-    sweep = sweeps.ChaseSweep(CachedChaser(), 256 * KIB, first_level=1, sample_s=1e-6)
+    sweep = chase.ChaseSweep(CachedChaser(), 256 * KIB, first_level=1, sample_s=1e-6)
     assert sweep.problem is None
     assert sweep.latencies == pytest.approx([1.0] * len(sweep.sizes))   # no first touch was timed
 
 
 def test_chase_chain_is_one_cycle_through_every_line():
-    order, nxt = sweeps.chase_chain(64 * sweeps.LINE, np.random.default_rng(1))
-    stride, i, seen = sweeps.LINE // 4, 0, set()
+    order, nxt = chase.chase_chain(64 * chase.LINE, np.random.default_rng(1))
+    stride, i, seen = chase.LINE // 4, 0, set()
     for _ in range(64):
         seen.add(i)
         i = int(nxt[i])
@@ -275,9 +275,9 @@ def test_stream_kernels_verify_and_a_planted_fault_is_caught(vulkan_device, test
     try:
         assert w.verify() is None
         assert w.params["buffer_bytes"] <= 256 * MIB or vulkan_device.info.kind != "cpu"
-        assert w.work(2) == 2 * w.work(1) > 0
+        assert w.items(2) == 2 * w.items(1) > 0
         if test.dtype != "write":       # read and copy check the filled data: spoil it
-            vulkan_device.fill(w.src, 0x01010101)
+            vulkan_device.rt.fill(w.src, 0x01)
             assert "differ from the host reference" in (w.verify() or "")
     finally:
         w.close()
@@ -293,8 +293,8 @@ def test_every_read_layout_verifies_and_a_planted_fault_is_caught(vulkan_device,
     w = vulkan_device.prepare(CATALOG.get("memory.read"), variant)
     try:
         assert w.verify() is None
-        assert w.work(3) == 3 * w.params["buffer_bytes"]
-        vulkan_device.fill(w.src, 0x01010101)
+        assert w.items(3) * 16 == 3 * w.params["buffer_bytes"]
+        vulkan_device.rt.fill(w.src, 0x01)
         assert "differ from the host reference" in (w.verify() or "")
     finally:
         w.close()
@@ -313,6 +313,7 @@ def test_the_rows_read_is_offered_only_with_subgroup_arithmetic(shaders):
 @contextlib.contextmanager
 def recorded_dispatches(device, max_workgroups: int | None = None):
     """The (workgroups, repeat) of each dispatch made inside, under a grid limit if given."""
+    device = device.rt.dev
     seen, dispatch, limit = [], device.dispatch, device.caps.max_workgroups
 
     def recorded(p, groups, push, **kw):
@@ -351,7 +352,7 @@ def test_write_and_copy_dispatch_passes_times_tiles(vulkan_device, test):
             w.run(4)
             w.run(3)                                                   # 3 is odd: one pass a dispatch
         assert seen == [(2 * tiles, 2), (tiles, 3)]
-        assert w.work(4) == 4 * w.n_vec * 16 * (2 if test == "memory.copy" else 1)
+        assert w.items(4) == 4 * w.n_vec
     finally:
         w.close()
 
@@ -384,14 +385,14 @@ def test_the_sweep_kernel_reads_the_rotating_slices_the_host_expects(vulkan_devi
     w = vulkan_device.prepare(test, chunk)
     try:
         ws = 1 << (w.n_vec.bit_length() - 2)             # a working set below the buffer
-        n = w.resident * sweeps.sweep_span(ws * 16, w.resident, w.tile)
-        vulkan_device.fill(w.dst, 0xFFFFFFFF)
-        shift = sweeps.sweep_shift(w.resident)
+        n = w.resident * stream.sweep_span(ws * 16, w.resident, w.tile)
+        vulkan_device.rt.fill(w.dst, 0xFF)
+        shift = stream.sweep_shift(w.resident)
         w.run(3, n, ws - 1, shift)
-        got = np.frombuffer(vulkan_device.download(w.dst, w.threads * 16), np.uint32)
-        assert sweeps.check_stream("read", got, n, w.resident, w.params["workgroup_size"], "chunk",
+        got = np.frombuffer(vulkan_device.rt.download(w.dst, w.threads * 16), np.uint32)
+        assert stream.check_stream("read", got, n, w.resident, w.params["workgroup_size"], "chunk",
                                    passes=3, shift=shift, mask=ws - 1) is None
-        assert sweeps.check_stream("read", got, n, w.resident, w.params["workgroup_size"], "chunk",
+        assert stream.check_stream("read", got, n, w.resident, w.params["workgroup_size"], "chunk",
                                    passes=3, shift=0, mask=ws - 1) is not None
     finally:
         w.close()
@@ -410,13 +411,14 @@ def test_read_sweep_covers_each_working_set(vulkan_device):
 
 
 def test_latency_levels_on_this_device(vulkan_device):
-    from peakbench.vulkan import memory
-    sweep = memory.chase_sweep(vulkan_device, sample_s=0.001)
+    from peakbench.vulkan import capabilities
+    rt = vulkan_device.rt
+    sweep = chase.sweep(rt, capabilities.chase_kernel(rt), stream.working_bytes(rt), sample_s=0.001)
     assert sweep.problem is None, sweep.problem            # every chase ended where the host said
     assert sweep.sizes[0] == 4096 and all(t > 0 for t in sweep.latencies)
     levels = sweep.levels()
     assert "dram" in levels and len(levels) >= 2
-    if vulkan_device.caps.has("shaderSubgroupClock"):     # cycles from the shader's own counter
+    if rt.caps.has("shaderSubgroupClock"):     # cycles from the shader's own counter
         series = sweep.series()
         assert len(series["cycles"]) == len(series["clock_mhz"]) == len(sweep.sizes)
         assert all(c > 0 for c in series["cycles"]) and all(m > 0 for m in series["clock_mhz"])

@@ -26,6 +26,12 @@ from peakbench.rocm.runtime import CompileError, HipError, code_object, hip_vers
 CATALOG = default_catalog()
 
 
+def blocked(kernel, block):
+    """The kernel with the workgroup size it was compiled for (the runtime launches with it)."""
+    kernel.block = block
+    return kernel
+
+
 @pytest.fixture
 def no_amdsmi(monkeypatch):
     monkeypatch.setitem(sys.modules, "amdsmi", None)
@@ -184,7 +190,7 @@ def test_runtime_setup_sizes_from_the_properties(device, fakes):
 
 def test_compile_targets_the_exact_gfx_target_with_its_features(device, fakes):
     hip, rtc = fakes
-    kernel = device.rt.compile("extern \"C\" __global__ void k() {}", {"ACC": 8, "FORM_X": 1}, "k")
+    kernel = device.rt.compile_text("extern \"C\" __global__ void k() {}", {"ACC": 8, "FORM_X": 1}, "k")
     prog = rtc.programs[-1]
     options = [o.decode() for o in prog.options]
     assert options[0] == "--offload-arch=gfx942:sramecc+:xnack-"
@@ -201,7 +207,7 @@ def test_a_compile_error_carries_the_hiprtc_log(device, fakes):
     _, rtc = fakes
     rtc.compile_error = "matrix_amd.cu:42:7: error: '__builtin_amdgcn_mfma_f32_16x16x32_f16' needs target feature gfx950-insts"
     with pytest.raises(CompileError) as e:
-        device.rt.compile("bad", {}, "mma_peak")
+        device.rt.compile_text("bad", {}, "mma_peak")
     text = str(e.value)
     assert "hiprtc could not compile mma_peak for gfx942:sramecc+:xnack-" in text
     assert "HIPRTC_ERROR_COMPILATION" in text and "needs target feature gfx950-insts" in text
@@ -211,9 +217,9 @@ def test_a_compile_error_carries_the_hiprtc_log(device, fakes):
 def test_launch_marshals_buffers_and_numpy_scalars(device, fakes):
     hip, _ = fakes
     rt = device.rt
-    kernel = rt.compile("src", {}, "k")
+    kernel = rt.compile_text("src", {}, "k")
     out, inp = rt.alloc(64), rt.alloc(128)
-    rt.launch(kernel, 7, (64, 2), [out, inp, np.uint32(5), np.int32(-3), np.uint64(1 << 40), np.float32(0.5),
+    rt.launch(blocked(kernel, (64, 2)), 7, [out, inp, np.uint32(5), np.int32(-3), np.uint64(1 << 40), np.float32(0.5),
                                    np.float64(2.25)], shared_bytes=512)
     (f, *dims), kw = hip.last("hipModuleLaunchKernel")
     assert dims == [7, 1, 1, 64, 2, 1] and kw["sharedMemBytes"] == 512 and kw["kernelParams"] is None
@@ -227,8 +233,8 @@ def test_launch_marshals_buffers_and_numpy_scalars(device, fakes):
 
 def test_launch_without_arguments_passes_no_extra(device, fakes):
     hip, _ = fakes
-    kernel = device.rt.compile("src", {}, "empty")
-    device.rt.launch_wall(kernel, 1, 1, [], 3)
+    kernel = device.rt.compile_text("src", {}, "empty")
+    device.rt.launch_times(kernel, 3)
     assert hip.last("hipModuleLaunchKernel")[1]["extra"] is None
     assert hip.names().count("hipStreamSynchronize") >= 3
 
@@ -243,8 +249,8 @@ def test_event_timing_is_milliseconds_to_seconds(device, fakes):
     hip, _ = fakes
     hip.elapsed_ms = 12.5
     rt = device.rt
-    kernel = rt.compile("src", {}, "k")
-    assert rt.launch(kernel, 1, 64, [np.uint32(1)]) == pytest.approx(0.0125)
+    kernel = rt.compile_text("src", {}, "k")
+    assert rt.launch(blocked(kernel, 64), 1, [np.uint32(1)]) == pytest.approx(0.0125)
     order = [n for n in hip.names() if n in ("hipEventRecord", "hipModuleLaunchKernel", "hipEventSynchronize",
                                              "hipEventElapsedTime")][-5:]
     assert order == ["hipEventRecord", "hipModuleLaunchKernel", "hipEventRecord", "hipEventSynchronize",
@@ -257,9 +263,9 @@ def test_event_timing_is_milliseconds_to_seconds(device, fakes):
 def test_repeated_launches_sit_between_one_pair_of_events(device, fakes):
     hip, _ = fakes
     hip.elapsed_ms = 30.0
-    kernel = device.rt.compile("src", {}, "k")
+    kernel = device.rt.compile_text("src", {}, "k")
     before = len(hip.calls)
-    assert device.rt.launch(kernel, 4, 256, [np.uint32(1)], repeat=3) == pytest.approx(0.030)
+    assert device.rt.launch(blocked(kernel, 256), 4, [np.uint32(1)], repeat=3) == pytest.approx(0.030)
     names = [n for n, _, _ in hip.calls[before:]]
     assert names == ["hipEventRecord"] + ["hipModuleLaunchKernel"] * 3 + ["hipEventRecord", "hipEventSynchronize",
                                                                           "hipEventElapsedTime"]
@@ -288,19 +294,19 @@ def _action(rt, kernel):
         "hipMemcpy": lambda: rt.upload(rt.alloc(8), b"12345678"),
         "hipMemset": lambda: rt.fill(rt.alloc(8), 0),
         "hipFree": lambda: rt.free(rt.alloc(8)),
-        "hipModuleLaunchKernel": lambda: rt.launch(kernel, 1, 64, []),
-        "hipEventRecord": lambda: rt.launch(kernel, 1, 64, []),
-        "hipEventSynchronize": lambda: rt.launch(kernel, 1, 64, []),
-        "hipEventElapsedTime": lambda: rt.launch(kernel, 1, 64, []),
-        "hipStreamSynchronize": lambda: rt.launch_wall(kernel, 1, 64, [], 1),
+        "hipModuleLaunchKernel": lambda: rt.launch(blocked(kernel, 64), 1, []),
+        "hipEventRecord": lambda: rt.launch(blocked(kernel, 64), 1, []),
+        "hipEventSynchronize": lambda: rt.launch(blocked(kernel, 64), 1, []),
+        "hipEventElapsedTime": lambda: rt.launch(blocked(kernel, 64), 1, []),
+        "hipStreamSynchronize": lambda: rt.launch_times(kernel, 1),
         "hipDeviceSynchronize": lambda: rt.fill(rt.alloc(8), 0),
-        "hipModuleLoadData": lambda: rt.compile("src", {}, "k"),
-        "hipModuleGetFunction": lambda: rt.compile("src", {}, "k"),
-        "hiprtcCreateProgram": lambda: rt.compile("src", {}, "k"),
-        "hiprtcGetCodeSize": lambda: rt.compile("src", {}, "k"),
-        "hiprtcGetCode": lambda: rt.compile("src", {}, "k"),
-        "hiprtcGetProgramLogSize": lambda: rt.compile("src", {}, "k"),
-        "hiprtcDestroyProgram": lambda: rt.compile("src", {}, "k"),
+        "hipModuleLoadData": lambda: rt.compile_text("src", {}, "k"),
+        "hipModuleGetFunction": lambda: rt.compile_text("src", {}, "k"),
+        "hiprtcCreateProgram": lambda: rt.compile_text("src", {}, "k"),
+        "hiprtcGetCodeSize": lambda: rt.compile_text("src", {}, "k"),
+        "hiprtcGetCode": lambda: rt.compile_text("src", {}, "k"),
+        "hiprtcGetProgramLogSize": lambda: rt.compile_text("src", {}, "k"),
+        "hiprtcDestroyProgram": lambda: rt.compile_text("src", {}, "k"),
     }
 
 
@@ -311,7 +317,7 @@ ACTIONS = list(_action(None, None))
 def test_every_failing_call_raises_naming_the_call_and_the_code(device, fakes, call):
     hip, rtc = fakes
     rt = device.rt
-    kernel = rt.compile("src", {}, "k")
+    kernel = rt.compile_text("src", {}, "k")
     code = (fake_hip.hiprtcResult.HIPRTC_ERROR_INVALID_PROGRAM if call.startswith("hiprtc")
             else fake_hip.hipError_t.hipErrorLaunchFailure)
     hip.fail[call] = code
@@ -341,8 +347,8 @@ def test_an_exception_inside_hip_python_names_the_call(device, fakes):
 def test_close_releases_modules_events_and_stream(fakes):
     hip, _ = fakes
     dev = create().open(0)
-    dev.rt.compile("src", {}, "a")
-    dev.rt.compile("src", {}, "b")
+    dev.rt.compile_text("src", {}, "a")
+    dev.rt.compile_text("src", {}, "b")
     dev.close()
     names = hip.names()
     assert names.count("hipModuleUnload") == 2 and names.count("hipEventDestroy") == 2
@@ -374,7 +380,7 @@ def test_code_object_from_elf_and_bundle():
 def test_disassemble_without_llvm_objdump_is_none(monkeypatch, device):
     from peakbench.rocm import runtime
     monkeypatch.setattr(runtime, "objdump", lambda: None)
-    kernel = device.rt.compile("src", {}, "k")
+    kernel = device.rt.compile_text("src", {}, "k")
     assert device.rt.disassemble(kernel) is None
 
 
@@ -600,7 +606,7 @@ def test_matrix_workload_verifies_against_the_host_reference(monkeypatch, make, 
             assert int(d["WAVE"]) == dev.rt.limits.warp and int(d["UNROLL"]) == v.unroll
             assert w.params["operands"] == test.dtype.split(".")[0]
             m, n, k = v.shape
-            assert w.work(10) == w.owners * 10 * v.unroll * w.accumulators * 2 * m * n * k
+            assert w.items(10) == w.owners * 10 * v.unroll * w.accumulators
         finally:
             w.close()
     dev.close()

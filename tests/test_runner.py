@@ -8,7 +8,7 @@ import pytest
 
 from fakes import FakeClock, FakeWorkload, use_clock
 from peakbench.harness import runner
-from peakbench.harness.runner import SCALE, Settings, calibrate, measure
+from peakbench.harness.runner import Settings, calibrate, measure, rate
 
 FAST = Settings(sample_s=0.002, warmup_s=0.0, min_samples=3, max_samples=8, settle=0.005, budget_s=10.0)
 
@@ -21,7 +21,7 @@ def clock(monkeypatch):
 
 
 def run_measure(workload: FakeWorkload, timer: FakeClock, settings: Settings = FAST, unit: str = "TFLOPS", **kw):
-    return measure(workload, unit, settings, timer(), **kw)
+    return measure(workload, 1, unit, settings, timer(), **kw)
 
 
 @pytest.mark.parametrize("seconds_per_unit", [1e-8, 1e-6, 3e-5, 7e-4, 1.5e-3])
@@ -53,18 +53,30 @@ def test_calibrate_stops_at_max_size():
 def test_rate_is_work_over_seconds_in_the_unit(clock, unit):
     w = FakeWorkload(seconds_per_unit=2e-6, ops_per_unit=5e7, clock=clock)
     v = run_measure(w, clock, unit=unit)
-    want = 5e7 / 2e-6 / {"TFLOPS": 1e12, "TOPS": 1e12, "GB/s": 1e9}[unit]
-    assert SCALE[unit] in (1e12, 1e9)
+    want = {"TFLOPS": 25.0, "TOPS": 25.0, "GB/s": 25_000.0}[unit]      # 5e7 items in 2 us
     assert v.summary.median == pytest.approx(want, rel=1e-12)
     assert v.summary.min == pytest.approx(want, rel=1e-12) and v.summary.max == pytest.approx(want, rel=1e-12)
     assert v.size == calibrate(FakeWorkload(2e-6).run, FAST)[0]
+
+
+def test_rate_counts_items_at_their_declared_worth():
+    assert rate(1000, 2e-6, 16, "GB/s") == pytest.approx(8.0)             # 16 kB in 2 us
+    assert rate(3, 1e-3, 2e9, "TFLOPS") == pytest.approx(6.0)              # 6e9 ops in 1 ms
+    assert rate(512, 1e-6, 1, "ns") == pytest.approx(1.953125)             # loads, time per load
+    assert rate(1, 5e-6, 1, "us") == pytest.approx(5.0)                    # one launch
+
+
+def test_the_per_item_worth_scales_every_sample(clock):
+    w = FakeWorkload(seconds_per_unit=2e-6, ops_per_unit=5e7, clock=clock)
+    v = measure(w, 4, "TFLOPS", FAST, clock())
+    assert v.summary.median == pytest.approx(100.0) and v.samples == [pytest.approx(100.0)] * v.summary.samples
 
 
 def test_warm_up_runs_until_warmup_s_after_start(clock):
     settings = Settings(sample_s=0.002, warmup_s=0.05, min_samples=3, max_samples=8, budget_s=10.0)
     w = FakeWorkload(seconds_per_unit=1e-6, clock=clock)
     started = clock()
-    v = measure(w, "TFLOPS", settings, started)
+    v = measure(w, 1, "TFLOPS", settings, started)
     first_sample = len(w.sizes) - v.summary.samples
     assert w.starts[first_sample] - started >= settings.warmup_s
     # The launch before the first sample started inside the warm-up window: warm-up stops as soon
@@ -84,7 +96,7 @@ def _calibration_sizes(seconds_per_unit: float, settings: Settings) -> list[int]
 
 def test_no_warm_up_launches_when_the_time_has_passed(clock):
     w = FakeWorkload(seconds_per_unit=1e-6, clock=clock)
-    v = measure(w, "TFLOPS", FAST, started=clock() - 10.0)     # the test began 10 s ago
+    v = measure(w, 1, "TFLOPS", FAST, started=clock() - 10.0)     # the test began 10 s ago
     assert len(w.sizes) == len(_calibration_sizes(1e-6, FAST)) + v.summary.samples
 
 
@@ -106,7 +118,7 @@ def test_noisy_samples_stop_at_max_samples(clock):
 def test_noisy_samples_stop_at_the_budget(clock):
     settings = Settings(sample_s=0.002, warmup_s=0.0, min_samples=3, max_samples=1000, budget_s=0.02)
     w = FakeWorkload(seconds_per_unit=1e-6, clock=clock, noise=(1.0, 1.25))
-    v = measure(w, "TFLOPS", settings, clock())
+    v = measure(w, 1, "TFLOPS", settings, clock())
     assert settings.min_samples <= v.summary.samples < 20
     samples = w.starts[-v.summary.samples:]
     # The last sample began within the budget; the loop stopped right after passing it.

@@ -12,8 +12,8 @@ import pytest
 import fake_hip
 from peakbench.catalog import Variant, default_catalog
 from peakbench.catalog import alu_reference as ref
-from peakbench.harness import sweeps
-from peakbench.simt import workloads
+from peakbench import kernels
+from peakbench.workloads import alu, chase, launch, stream
 
 CATALOG = default_catalog()
 MIB = 1 << 20
@@ -100,7 +100,7 @@ def test_streams_verify_and_count_their_bytes(rt, test, layout):
     rt.fake.kernels["stream"] = stream_player()
     spec = CATALOG.get(test)
     variant = next(v for v in spec.variants if v.name == layout)
-    w = workloads.StreamWorkload(spec, variant, rt)
+    w = stream.StreamWorkload(spec, variant, rt, kernels.STREAM)
     try:
         assert w.verify() is None
         assert w.params["buffer_bytes"] == 16 * MIB and w.n_vec % w.step == 0
@@ -114,7 +114,7 @@ def test_streams_verify_and_count_their_bytes(rt, test, layout):
             assert len(runs) == 1 and runs[0]["grid"][0] == 3 * w.n_vec // (256 * variant.unroll)
         else:                         # a resident grid (2 blocks per CU), the passes inside
             assert len(runs) == 1 and runs[0]["grid"][0] == 4 and fake_hip.scalar(args(runs[0])[2]) == 3
-        assert w.work(3) == 3 * 16 * MIB * (2 if test == "memory.copy" else 1)
+        assert w.items(3) == 3_145_728          # 3 passes over the 16 MiB buffer's 1 Mi vectors
     finally:
         w.close()
 
@@ -126,7 +126,7 @@ def test_streams_verify_and_count_their_bytes(rt, test, layout):
 def test_a_kernel_that_reads_or_writes_the_wrong_vectors_fails(rt, test, layout, bug):
     rt.fake.kernels["stream"] = stream_player(bug)
     spec = CATALOG.get(test)
-    w = workloads.StreamWorkload(spec, next(v for v in spec.variants if v.name == layout), rt)
+    w = stream.StreamWorkload(spec, next(v for v in spec.variants if v.name == layout), rt, kernels.STREAM)
     try:
         assert ("did not wrap" if bug == "wrap" else "differ from the host reference") in w.verify()
     finally:
@@ -169,19 +169,19 @@ def alu_player(lost_step: bool = False):
 def test_alu_workloads_verify_through_the_runtime(rt, test):
     rt.fake.kernels["alu"] = alu_player()
     spec = CATALOG.get(test)
-    variant = workloads.variants(spec)[-1]
-    w = workloads.AluWorkload(spec, variant, rt)
+    variant = kernels.variants(spec)[-1]
+    w = alu.AluWorkload(spec, variant, rt, kernels.alu_kernel(spec, variant, rt))
     try:
         assert w.verify() is None
         # 2 CUs x 256 threads x 4 waves; ops = threads * iterations * unroll * accumulators * ops/step
         assert w.threads == 2048
-        assert w.work(5) == 2048 * 5 * variant.unroll * spec.accumulators * variant.ops_per_step
+        assert w.items(5) == 2048 * 5 * variant.unroll * spec.accumulators     # steps of every chain
         options = fake_hip.defines(rt.fake.launches[-1]["options"])
         assert options["VEC"] == str(variant.width // (2 if test in ("compute.fp16", "compute.bf16") else 1))
     finally:
         w.close()
     rt.fake.kernels["alu"] = alu_player(lost_step=True)
-    w = workloads.AluWorkload(spec, variant, rt)
+    w = alu.AluWorkload(spec, variant, rt, kernels.alu_kernel(spec, variant, rt))
     try:
         assert "differ from the host reference" in w.verify()
     finally:
@@ -190,9 +190,9 @@ def test_alu_workloads_verify_through_the_runtime(rt, test):
 
 def test_bf16_runs_the_fma_family_with_packed_pairs():
     bf16 = CATALOG.get("compute.bf16")
-    assert workloads.kernel_family(bf16) == "fma"
-    assert [v.width for v in workloads.variants(bf16)] == [2, 4]
-    assert workloads.variants(CATALOG.get("compute.fp32")) == CATALOG.get("compute.fp32").variants
+    assert kernels.alu_kernel(bf16, kernels.variants(bf16)[0], None).family == "fma"
+    assert [v.width for v in kernels.variants(bf16)] == [2, 4]
+    assert kernels.variants(CATALOG.get("compute.fp32")) == CATALOG.get("compute.fp32").variants
 
 
 def chase_player(off_by_one: bool = False):
@@ -217,13 +217,13 @@ def chase_time(launch) -> float:
 def test_the_chase_sweep_walks_every_working_set_and_checks_where_it_ends(rt):
     rt.fake.kernels["chase"] = chase_player()
     rt.fake.elapsed_ms = lambda launch: chase_time(launch)
-    sweep = sweeps.ChaseSweep(workloads.SimtChaser(rt), 256 * 1024, first_level=1)
+    sweep = chase.ChaseSweep(chase.Chaser(rt, kernels.chase_kernel(rt)), 256 * 1024, first_level=1)
     assert sweep.problem is None
     assert sweep.sizes == [4096 << i for i in range(7)]
     assert sweep.latencies == pytest.approx([100.0] * 7)
     assert sweep.cycles == []                 # HIP: no cycle counter is trusted
     rt.fake.kernels["chase"] = chase_player(off_by_one=True)
-    broken = sweeps.ChaseSweep(workloads.SimtChaser(rt), 8192, first_level=1)
+    broken = chase.ChaseSweep(chase.Chaser(rt, kernels.chase_kernel(rt)), 8192, first_level=1)
     assert "the chase ended at" in broken.problem
 
 
@@ -233,14 +233,14 @@ def test_the_device_routes_each_family_and_shares_one_sweep(rt, monkeypatch):
     try:
         assert device.support(CATALOG.get("compute.fp4")).startswith("[")
         assert device.support(CATALOG.get("memory.read")) is None
-        assert device.variants(CATALOG.get("compute.bf16")) == workloads.BF16_VARIANTS
+        assert device.variants(CATALOG.get("compute.bf16")) == kernels.FAMILIES["bf16dot"][1]
         made = []
-        monkeypatch.setattr(workloads, "chase_sweep", lambda rt: made.append(rt) or "the sweep")
+        monkeypatch.setattr(chase, "sweep", lambda rt, kernel, max_bytes: made.append(rt) or "the sweep")
         for name in ("latency.l1", "latency.dram"):
             w = device.prepare(CATALOG.get(name), Variant("chase"))
             assert w.sweep == "the sweep" and "VGPR" in w.params["path"]
         assert len(made) == 1
-        assert isinstance(device.prepare(CATALOG.get("launch.overhead"), Variant("empty")), workloads.LaunchWorkload)
+        assert isinstance(device.prepare(CATALOG.get("launch.overhead"), Variant("empty")), launch.LaunchWorkload)
     finally:
         device.close()
 
@@ -251,6 +251,6 @@ def test_a_workload_that_fails_part_way_frees_what_it_allocated(rt):
     spec = CATALOG.get("memory.copy")
     before = len(rt.fake.memory)
     with pytest.raises(Exception, match="hipModuleLaunchKernel"):
-        workloads.StreamWorkload(spec, spec.variants[0], rt)
+        stream.StreamWorkload(spec, spec.variants[0], rt, kernels.STREAM)
     assert rt.fake.names().count("hipFree") == 2
     assert len(rt.fake.memory) == before

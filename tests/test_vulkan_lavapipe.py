@@ -48,7 +48,7 @@ def test_devices_are_described(vulkan_backend):
 
 
 def test_buffers_round_trip(vulkan_device):
-    dev = vulkan_device
+    dev = vulkan_device.rt.dev
     data = bytes(range(256)) * 4
     buf = dev.buffer(len(data))
     try:
@@ -67,7 +67,7 @@ def test_kernel_output_matches_the_host_reference(vulkan_device, test, variant):
         p = w.params
         assert p["threads"] == p["workgroups"] * p["workgroup_size"] >= p["workgroup_size"]
         # The op count the harness divides by: threads x steps x accumulators x ops per step.
-        assert w.work(3) == 3 * p["threads"] * variant.unroll * test.accumulators * variant.ops_per_step
+        assert w.items(3) == 3 * p["threads"] * variant.unroll * test.accumulators
 
 
 def other_seeds(kernel: str, inputs: ref.AluInputs) -> ref.AluInputs:
@@ -98,7 +98,7 @@ def test_planted_input_fault_is_caught(vulkan_device, test, variant, fault):
                                  np.arange(512))
 
         assert ref.compare(test.kernel, test.dtype, stored(planted), stored(w.inputs)) is not None
-        vulkan_device.upload(w.inp, planted.buffer())
+        vulkan_device.rt.upload(w.inp, planted.buffer())
         problem = w.verify()
         assert problem is not None and "differ from the host reference" in problem
 
@@ -147,7 +147,7 @@ def test_types_without_a_vulkan_path_are_api_unsupported(vulkan_device, test):
 
 def test_bf16_needs_the_extension(vulkan_device):
     reason = vulkan_device.support(CATALOG.get("compute.bf16"))
-    if "VK_KHR_shader_bfloat16" in vulkan_device.caps.extensions:
+    if "VK_KHR_shader_bfloat16" in vulkan_device.rt.caps.extensions:
         assert reason is None or reason.startswith("[driver] ")
     else:
         assert reason.startswith("[driver] VK_KHR_shader_bfloat16 not exposed by ")
@@ -170,7 +170,7 @@ def test_matrix_tests_run_every_reported_shape_or_say_why_not(vulkan_device, tes
     reason = vulkan_device.support(test)
     if reason:
         assert reason.startswith(("[driver]", "[api]"))
-        if "VK_KHR_cooperative_matrix" not in vulkan_device.caps.extensions:
+        if "VK_KHR_cooperative_matrix" not in vulkan_device.rt.caps.extensions:
             assert reason.startswith("[api]") or "VK_KHR_cooperative_matrix not exposed" in reason
         return
     for variant in vulkan_device.variants(test):

@@ -3,6 +3,9 @@
 A test names its kernel family and element type; each backend maps the family to its own source
 (GLSL, SPIR-V assembly, CUDA). Counts that the kernel and the op arithmetic share (accumulators,
 unroll, vector width) live here and reach the kernels as defines, so nothing has to "match".
+
+Each family's descriptor declares what one work item is worth (`per_item`): a workload reports
+only how many items a launch did, and the runner turns items and GPU time into the unit.
 """
 from __future__ import annotations
 
@@ -41,6 +44,54 @@ class TestSpec:
     @property
     def higher_is_better(self) -> bool:
         return self.unit not in ("ns", "us")
+
+    def per_item(self, variant: Variant) -> float:
+        """The unit's numerator (ops, bytes, loads, launches) one work item of `variant` counts;
+        each family's descriptor says (a bare TestSpec counts an item as one unit of work)."""
+        return 1
+
+
+@dataclass(frozen=True)
+class ComputeTest(TestSpec):
+    """Vector ALU. An item is one step of one accumulator chain in one thread."""
+
+    def per_item(self, variant: Variant) -> float:
+        return variant.ops_per_step
+
+
+@dataclass(frozen=True)
+class MatrixTest(TestSpec):
+    """Matrix units. An item is one step of one accumulator tile of one tile owner."""
+
+    def per_item(self, variant: Variant) -> float:
+        return variant.ops_per_step
+
+
+@dataclass(frozen=True)
+class MemoryTest(TestSpec):
+    """Streams. An item is one vector of one pass over the buffer: `access_bytes` moved by each
+    of `streams` (copy reads and writes: 2)."""
+    access_bytes: int = 16
+    streams: int = 1
+
+    def per_item(self, variant: Variant) -> float:
+        return self.access_bytes * self.streams
+
+
+@dataclass(frozen=True)
+class LatencyTest(TestSpec):
+    """Load latency. An item is one dependent load."""
+
+    def per_item(self, variant: Variant) -> float:
+        return 1
+
+
+@dataclass(frozen=True)
+class LaunchTest(TestSpec):
+    """Launch overhead. An item is one launch."""
+
+    def per_item(self, variant: Variant) -> float:
+        return 1
 
 
 @dataclass

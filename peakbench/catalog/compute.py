@@ -7,6 +7,9 @@ instructions under one percent of the work:
 
     ops per thread = iterations * unroll * accumulators * ops_per_step
 
+An item is one step of one chain (ComputeTest.per_item: ops_per_step); a launch does
+threads * iterations * unroll * accumulators of them.
+
 ops_per_step per kernel family (DESIGN.md op counting):
   fma      x = fma(x, b, c) on a width-lane vector: 2 ops per lane (a packed f16x2 FMA = 4);
            integers x = x*b + c, likewise 2 ops per lane.
@@ -14,7 +17,7 @@ ops_per_step per kernel family (DESIGN.md op counting):
   bf16dot  v = (dot(v, m0), dot(v, m1), ...) on an n-lane bfloat16 vector: each dot is n multiplies
            and n-1 adds, so n * (2n - 1) ops per step; no accumulate is folded in.
 """
-from peakbench.catalog import TestSpec, Variant
+from peakbench.catalog import ComputeTest, Variant
 
 
 def fma(width: int, unroll: int) -> Variant:
@@ -30,12 +33,12 @@ def bf16dot(n: int, unroll: int) -> Variant:
 
 
 def _alu(name, unit, kernel, dtype, variants, description, accumulators=8):
-    return TestSpec(name, unit, kernel, dtype, tuple(variants), accumulators, description)
+    return ComputeTest(name, unit, kernel, dtype, tuple(variants), accumulators, description)
 
 
 def _no_kernel(name, unit, description):
     """A type with no native vector path in any API we drive; each backend states its reason."""
-    return TestSpec(name, unit, description=description)
+    return ComputeTest(name, unit, dtype=name.split(".")[1], description=description)
 
 
 TESTS = (

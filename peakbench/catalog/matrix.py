@@ -7,7 +7,7 @@ Per step each of `accumulators` tiles takes one multiply-add of an M x K by a K 
     ops per subgroup = iterations * unroll * accumulators * 2 * M * N * K
 (per workgroup for workgroup-scope variants, where the whole workgroup shares one set of tiles).
 """
-from peakbench.catalog import TestSpec, Variant
+from peakbench.catalog import MatrixTest, Variant
 
 UNROLL = 4   # steps per loop iteration; an MMA step is long, so the loop costs nothing at 4
 
@@ -24,8 +24,8 @@ def workgroup_shape(m: int, n: int, k: int, invocations: int, accumulators: int)
                    shape=(m, n, k), accumulators=accumulators, scope="workgroup", invocations=invocations)
 
 
-def _mma(a: str, c: str, unit: str = "TFLOPS") -> TestSpec:
-    return TestSpec(f"matrix.{a}.{c}", unit, "mma", f"{a}.{c}", (), 8,
+def _mma(a: str, c: str, unit: str = "TFLOPS") -> MatrixTest:
+    return MatrixTest(f"matrix.{a}.{c}", unit, "mma", f"{a}.{c}", (), 8,
                     f"{a.upper()} x {a.upper()} + {c.upper()} matrix multiply-accumulate")
 
 

@@ -6,26 +6,26 @@ read over working sets from a few KiB up, kept as a series. latency.* come from 
 swept over working sets: its plateaus are the levels (l0..l3, dram), found, not assumed.
 launch.overhead is the submit-to-completion time of an empty dispatch.
 """
-from peakbench.catalog import TestSpec, Variant
+from peakbench.catalog import LatencyTest, LaunchTest, MemoryTest, Variant
 
-STREAM_UNROLL = 16  # reads in flight per thread, with two workgroups per compute unit (harness/sweeps.py)
-ROWS_UNROLL = 32    # rows of the rows read: one load from each per thread (harness/sweeps.py, ROWS_BLOCK)
+STREAM_UNROLL = 16  # reads in flight per thread, with two workgroups per compute unit (workloads/stream.py)
+ROWS_UNROLL = 32    # rows of the rows read: one load from each per thread (workloads/stream.py, ROWS_BLOCK)
 TILE_UNROLL = 1     # vectors per thread of a write/copy tile (H200: 1 beat 8 by 1-2.5% writing, 5-6% copying)
 
 
-def _stream(name: str, mode: str, description: str, layouts: tuple[tuple[str, int], ...]) -> TestSpec:
+def _stream(name: str, mode: str, description: str, layouts: tuple[tuple[str, int], ...]) -> MemoryTest:
     """Variants are access layouts (shaders/mem_stream.comp), each with its vectors per thread:
     `rows` (the buffer as unroll rows, one short-lived workgroup per column of each), `chunk`
     (each workgroup of a resident grid reads its own contiguous slice), `stride` (the resident
     grid strides through the buffer), `tile` (one workgroup per tile of workgroup size * unroll
     vectors, passes * tiles of them in one dispatch)."""
-    return TestSpec(name, "GB/s", "stream", mode,
-                    tuple(Variant(layout, width=4, ops_per_step=16, unroll=unroll) for layout, unroll in layouts),
-                    1, description)
+    return MemoryTest(name, "GB/s", "stream", mode,
+                      tuple(Variant(layout, width=4, ops_per_step=16, unroll=unroll) for layout, unroll in layouts),
+                      1, description, streams=2 if mode == "copy" else 1)
 
 
-def _level(name: str, description: str) -> TestSpec:
-    return TestSpec(name, "ns", "chase", name.split(".")[1], (Variant("chase"),), 1, description)
+def _level(name: str, description: str) -> LatencyTest:
+    return LatencyTest(name, "ns", "chase", name.split(".")[1], (Variant("chase"),), 1, description)
 
 
 TESTS = (
@@ -39,6 +39,6 @@ TESTS = (
     _level("latency.l2", "load-to-use latency of the L2 cache level"),
     _level("latency.l3", "load-to-use latency of the L3 / last-level cache, where the GPU has one"),
     _level("latency.dram", "load-to-use latency of device memory"),
-    TestSpec("launch.overhead", "us", "launch", "", (Variant("empty"),), 1,
-             "submit-to-completion time of an empty dispatch"),
+    LaunchTest("launch.overhead", "us", "launch", "", (Variant("empty"),), 1,
+               "submit-to-completion time of an empty dispatch"),
 )

@@ -1,5 +1,5 @@
 """CUDA devices: enumeration from the runtime's properties (and NVML for the driver version and
-PCI ID), and opening one as the shared simt device with CUDA's ALU rules and tensor cores."""
+PCI ID), and opening one as a runtime with CUDA's capability table."""
 from __future__ import annotations
 
 import cupy as cp
@@ -8,7 +8,7 @@ from peakbench.backend import DeviceInfo
 from peakbench.cuda import capabilities
 from peakbench.cuda.identity import nvml_facts, uuid_text
 from peakbench.cuda.runtime import CudaRuntime, arch_of
-from peakbench.simt.device import SimtDevice
+from peakbench.workloads import Device
 from peakbench.telemetry import NVIDIA, ClockReader
 
 
@@ -42,11 +42,9 @@ class CudaBackend:
     def devices(self) -> list[DeviceInfo]:
         return list(self._infos)
 
-    def open(self, index: int) -> SimtDevice:
-        from peakbench.cuda import tensor
+    def open(self, index: int) -> Device:
         info = self._infos[index]
-        rt = CudaRuntime(index, info, self._props[index], ClockReader.for_device(info))
-        return SimtDevice(rt, capabilities.alu_support, tensor)
+        return Device(CudaRuntime(index, info, self._props[index], ClockReader.for_device(info)), capabilities)
 
     def close(self) -> None:
         pass

@@ -1,5 +1,5 @@
-"""The simt Runtime on CuPy: NVRTC to a cubin for the exact architecture, module loading, device
-buffers as CuPy byte arrays, launches timed between CUDA events."""
+"""The Runtime (peakbench/runtime.py) on CuPy: NVRTC to a cubin for the exact architecture, module
+loading, device buffers as CuPy byte arrays, launches timed between CUDA events."""
 from __future__ import annotations
 
 import os
@@ -12,10 +12,11 @@ import cupy as cp
 import numpy as np
 from cupy.cuda import nvrtc
 
+from peakbench import listing
 from peakbench.backend import DeviceInfo
 from peakbench.cuda import sass
-from peakbench.simt.listing import function as listing_function
-from peakbench.simt.runtime import Kernel, Limits
+from peakbench.runtime import CompiledModules, Kernel, Limits, Words
+from peakbench.sources import SHADERS
 
 MAX_DYNAMIC_SHARED = 8        # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 
@@ -44,8 +45,10 @@ def include_dirs() -> list[str]:
     return [str(r) for r in roots if (r / "cuda_fp16.h").exists()][:1]
 
 
-class CudaRuntime:
+class CudaRuntime(CompiledModules):
     dialect = "cuda"
+    words = Words()
+    kernel_clock = True            # clock64() is the SM's cycle counter
 
     def __init__(self, index: int, info: DeviceInfo, props: dict, clock=None):
         self.index, self.info, self._clock = index, info, clock
@@ -63,7 +66,11 @@ class CudaRuntime:
         self._start, self._end = cp.cuda.Event(), cp.cuda.Event()
 
     # Compilation -------------------------------------------------------------------------------
-    def compile(self, source: str, defines: dict, kernel: str) -> Kernel:
+    def compile(self, source: str, defines: dict, entry: str = "main", block: int = 1, args: str = "",
+                label: str = "") -> Kernel:
+        return self.compile_text((SHADERS / source).read_text(), defines, entry, block)
+
+    def compile_text(self, source: str, defines: dict, kernel: str, block: int = 1) -> Kernel:
         options = [f"-arch={self.arch}", "--std=c++17", *(f"-I{d}" for d in include_dirs()),
                    *(f"-D{k}={v}" for k, v in defines.items())]
         if _nvrtc_version() >= (12, 4):
@@ -84,12 +91,13 @@ class CudaRuntime:
         module.load(binary)
         self._modules.append(module)
         ptx = ptx.decode(errors="replace") if isinstance(ptx, bytes) else ptx
-        return Kernel(kernel, module.get_function(kernel), bytes(binary), log, {"ptx": ptx})
+        return Kernel(kernel, module.get_function(kernel), block, bytes(binary), log, {"ptx": ptx})
 
     def disassemble(self, kernel: Kernel) -> str | None:
         """The SASS of this kernel alone (a module holds every kernel of its source)."""
-        listing = sass.disassemble(kernel.binary)
-        return listing and (listing_function(listing, kernel.name) or None)
+        found = sass.disassemble(kernel.binary)
+        return found and (listing.function(found, kernel.name) or None)
+
 
     # Memory ------------------------------------------------------------------------------------
     def alloc(self, nbytes: int):
@@ -114,30 +122,34 @@ class CudaRuntime:
         cp.cuda.Device().synchronize()
 
     # Launches ----------------------------------------------------------------------------------
-    def _call(self, kernel: Kernel, grid, block, args, shared_bytes):
+    def _call(self, kernel: Kernel, grid, args, shared_bytes):
         grid = grid if isinstance(grid, tuple) else (grid,)
-        block = block if isinstance(block, tuple) else (block,)
+        block = kernel.block if isinstance(kernel.block, tuple) else (kernel.block,)
         if shared_bytes > 48 << 10 and not kernel.extra.get("shared_set"):
             cp.cuda.driver.funcSetAttribute(kernel.handle.ptr, MAX_DYNAMIC_SHARED, shared_bytes)
             kernel.extra["shared_set"] = True
         kernel.handle(grid, block, tuple(args), shared_mem=shared_bytes, stream=self.stream)
 
-    def launch(self, kernel: Kernel, grid, block, args: Sequence, shared_bytes: int = 0, repeat: int = 1) -> float:
+    def launch(self, kernel: Kernel, grid, args: Sequence, repeat: int = 1, shared_bytes: int = 0) -> float:
         self._start.record(self.stream)
         for _ in range(repeat):
-            self._call(kernel, grid, block, args, shared_bytes)
+            self._call(kernel, grid, args, shared_bytes)
         self._end.record(self.stream)
         self._end.synchronize()
         return cp.cuda.get_elapsed_time(self._start, self._end) / 1e3
 
-    def launch_wall(self, kernel: Kernel, grid: int, block: int, args: Sequence, count: int) -> list[float]:
+    def launch_times(self, kernel: Kernel, count: int) -> list[float]:
         out = []
         for _ in range(count):
             t0 = time.perf_counter()
-            self._call(kernel, grid, block, args, 0)
+            self._call(kernel, 1, [], 0)
             self.stream.synchronize()
             out.append(time.perf_counter() - t0)
         return out
+
+    # Sizing ------------------------------------------------------------------------------------
+    def max_groups(self, block: int) -> int:
+        return (1 << 31) - 1           # blocks in x of one launch
 
     def clock_mhz(self) -> float | None:
         return self._clock.sm_mhz() if self._clock else None

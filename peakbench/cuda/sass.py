@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from peakbench.simt.listing import count, instruction_mix, opcodes  # noqa: F401  (the SASS vocabulary)
+from peakbench.listing import count, instruction_mix, opcodes  # noqa: F401  (the SASS vocabulary)
 
 
 def whole_elf(binary: bytes) -> bytes:

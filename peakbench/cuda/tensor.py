@@ -21,12 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from peakbench.backend import release, release_on_failure
+from peakbench.backend import release_on_failure
 from peakbench.catalog import TestSpec, Variant
 from peakbench.catalog import matrix as catalog
 from peakbench.catalog import matrix_reference as ref
 from peakbench.cuda import sass
-from peakbench.sources import SHADERS
+from peakbench.workloads import matrix as shared
 
 MMA_SOURCE, WGMMA_SOURCE = "tensor_mma.cu", "tensor_wgmma.cu"
 
@@ -40,7 +40,6 @@ WGMMA_GROUPS, WGMMA_ACC = 2, 1
 # Operand encoding in matrix_reference terms (TF32 travels as FP32; INT4 is packed here).
 ENCODING = {"tf32": "fp32", "int4": "int8"}
 BITS = {"fp16": 16, "bf16": 16, "tf32": 32, "fp8_e4m3": 8, "fp8_e5m2": 8, "int8": 8, "int4": 4, "fp64": 64}
-ACC_BYTES = {"fp16": 2, "fp32": 4, "int32": 4, "fp64": 8}
 # The SASS opcodes (first word) a tensor-core step becomes.
 TENSOR_OPCODES = ("HMMA", "IMMA", "QMMA", "DMMA", "HGMMA", "IGMMA", "QGMMA")
 
@@ -218,46 +217,33 @@ def operand_bytes(form: Form, inputs: ref.MatrixInputs, verify: bool) -> bytes:
     return b"".join(encode_int4(x) for x in (inputs.a, inputs.b, b2))
 
 
-def work(owners: int, size: int, variant: Variant, accumulators: int) -> float:
-    """Ops of one launch: every tile owner takes size * unroll steps on each accumulator tile."""
-    return float(owners) * size * variant.unroll * accumulators * variant.ops_per_step
-
-
 def tensor_opcodes(listing: str) -> dict[str, int]:
     """Tensor-core opcodes of a SASS listing with all their modifiers (HGMMA.64x256x16.F32), counted."""
     return dict(Counter(op for op in sass.opcodes(listing) if op.split(".")[0] in TENSOR_OPCODES).most_common())
 
 
-class TensorWorkload:
-    """One form on one device: the compiled kernel, its buffers, geometry and op count."""
+class TensorWorkload(shared.MatrixWorkload):
+    """One form on one device: the compiled kernel, its geometry and operand encoding."""
 
     @release_on_failure
     def __init__(self, test: TestSpec, variant: Variant, rt):
-        self.test, self.variant, self.rt, self.name = test, variant, rt, variant.name
         self.form = form = find_form(test, variant.name)
         m, n, k = form.shape
         wgmma = form.path == "wgmma"
         self.accumulators = variant.accumulators or test.accumulators
         settings = defines(form, variant, self.accumulators)
-        self.kernel = rt.compile((SHADERS / form.source).read_text(), settings, kernel_name(form))
-        units = rt.limits.units
+        self.block = 128 * WGMMA_GROUPS if wgmma else 32 * MMA_WARPS
+        self.kernel = rt.compile(form.source, settings, kernel_name(form), block=self.block, args="bbbu")
         if wgmma:
-            self.block, per_unit = 128 * WGMMA_GROUPS, 1
-            self.owners_per_block = WGMMA_GROUPS
+            per_unit, self.owners_per_block = 1, WGMMA_GROUPS
         else:
-            self.block, self.owners_per_block = 32 * MMA_WARPS, MMA_WARPS
+            self.owners_per_block = MMA_WARPS
             per_unit = self._resident_blocks(MMA_MIN_BLOCKS)
-        self.grid = units * per_unit
+        self.grid = rt.limits.units * per_unit
         self.owners = self.grid * self.owners_per_block
         encoding = ENCODING.get(form.operand, form.operand)
-        self.inputs = ref.make_inputs(m, n, k, encoding, form.accumulator, self.accumulators)
-        self.out_dtype = ref.STORAGE[form.accumulator]
-        self.tile = (m, n)
-        self.ab = rt.alloc(len(operand_bytes(form, self.inputs, verify=True)))
-        self.c0 = rt.alloc(len(self.inputs.accumulators()))
-        self.out = rt.alloc(self.owners * m * n * ACC_BYTES[form.accumulator])
-        rt.upload(self.c0, self.inputs.accumulators())
-        rt.upload(self.ab, operand_bytes(form, self.inputs, verify=False))
+        self.setup(test, variant, rt, ref.make_inputs(m, n, k, encoding, form.accumulator, self.accumulators),
+                   form.accumulator)
         self.params = {
             "variant": variant.name, "path": form.path, "shape": f"m{m}n{n}k{k}", "instruction": form.instruction,
             "source": f"shaders/{form.source}", "form": form.kernel, "operands": form.operand,
@@ -295,29 +281,15 @@ class TensorWorkload:
         except Exception:
             return fallback
 
-    def run(self, size: int) -> float:
-        return self.rt.launch(self.kernel, self.grid, self.block, [self.out, self.ab, self.c0, np.uint32(size)])
+    def operands(self, verify: bool) -> bytes:
+        return operand_bytes(self.form, self.inputs, verify)
 
-    def work(self, size: int) -> float:
-        return work(self.owners, size, self.variant, self.accumulators)
-
-    def verify(self) -> str | None:
-        """The SASS issues the form's tensor opcode (where it can be read); one iteration with
-        B2 = B1 on the full grid, output poisoned first, matches the host reference in every tile."""
+    def precheck(self) -> str | None:
+        """The SASS issues the form's tensor opcode (where it can be read), or ptxas emulated it."""
         if self.listing and not self.form.issued(tensor_opcodes(self.listing)):
             return (f"the SASS has no {self.form.opcode} for {self.form.instruction} (tensor opcodes: "
                     f"{tensor_opcodes(self.listing) or 'none'}): ptxas emulated the step")
-        self.rt.upload(self.ab, operand_bytes(self.form, self.inputs, verify=True))
-        self.rt.fill(self.out, 0xFF)
-        try:
-            self.run(1)
-        finally:
-            self.rt.upload(self.ab, operand_bytes(self.form, self.inputs, verify=False))
-        got = np.frombuffer(self.rt.download(self.out), dtype=self.out_dtype).reshape(self.owners, *self.tile)
-        return ref.compare(got, ref.reference(self.inputs, self.variant.unroll))
-
-    def close(self) -> None:
-        release(self, self.rt.free, "ab", "c0", "out")
+        return None
 
 
 def workload(test: TestSpec, variant: Variant, rt) -> TensorWorkload:

@@ -1,4 +1,4 @@
-"""Warm up, calibrate, sample, stop: one place that turns (work, GPU seconds) into a rate.
+"""Warm up, calibrate, sample, stop: the one place that turns (items, GPU seconds) into a rate.
 
 For each variant of a test: find the size whose launch takes about `sample_s` of GPU time
 (doubling from 1), keep the GPU under sustained load until `warmup_s` has passed since the test
@@ -14,7 +14,16 @@ from typing import Callable
 
 from peakbench.harness.stats import Summary, median, stdrel, summarize
 
-SCALE = {"TFLOPS": 1e12, "TOPS": 1e12, "GB/s": 1e9}
+SCALE = {"TFLOPS": 1e12, "TOPS": 1e12, "GB/s": 1e9}     # work per second in the unit
+PER = {"ns": 1e9, "us": 1e6}                            # the unit in a second (time per item)
+
+
+def rate(items: int, seconds: float, per_item: float, unit: str) -> float:
+    """`items` work items, each worth `per_item` (the descriptor's ops, bytes, loads or launches),
+    done in `seconds` of GPU time, in `unit`: work per second, or time per item for ns and us."""
+    if unit in PER:
+        return seconds / (items * per_item) * PER[unit]
+    return items * per_item / seconds / SCALE[unit]
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,7 @@ class VariantResult:
     clock_mhz: float | None
     params: dict = field(default_factory=dict)
     evidence: dict = field(default_factory=dict)
+    samples: list = field(default_factory=list)      # the per-sample values, in the test's unit
 
 
 def calibrate(run: Callable[[int], float], settings: Settings) -> tuple[int, float]:
@@ -55,13 +65,14 @@ def calibrate(run: Callable[[int], float], settings: Settings) -> tuple[int, flo
     return size, seconds
 
 
-def measure(workload, unit: str, settings: Settings, started: float,
+def measure(workload, per_item: float, unit: str, settings: Settings, started: float,
             clock: Callable[[], float | None] = lambda: None) -> VariantResult:
-    """Time one prepared workload; `started` is when the test's sustained load began."""
+    """Time one prepared workload (`run(size)` -> GPU seconds, `items(size)` -> work items done);
+    `per_item` is what its descriptor says an item is worth; `started` is when the test's
+    sustained load began."""
     size, _ = calibrate(workload.run, settings)
     while time.perf_counter() - started < settings.warmup_s:
         workload.run(size)
-    scale = SCALE[unit]
     rates, clocks = [], []
     t0 = time.perf_counter()
     while len(rates) < settings.max_samples:
@@ -69,11 +80,11 @@ def measure(workload, unit: str, settings: Settings, started: float,
         if seconds <= 0:
             raise RuntimeError(f"the GPU timer read {seconds} s for a launch of size {size}")
         clocks.append(clock())
-        rates.append(workload.work(size) / seconds / scale)
+        rates.append(rate(workload.items(size), seconds, per_item, unit))
         if len(rates) >= settings.min_samples and (
                 stdrel(rates) < settings.settle or time.perf_counter() - t0 > settings.budget_s):
             break
     read = [c for c in clocks if c]
     return VariantResult(getattr(workload, "name", ""), size, summarize(rates),
                          median(read) if read else None, dict(workload.params),
-                         dict(workload.evidence))
+                         dict(workload.evidence), rates)

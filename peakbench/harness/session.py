@@ -68,7 +68,7 @@ def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str
                 v = workload.measure(settings, device.clock_mhz, spec)
             else:
                 started = started or time.perf_counter()
-                v = measure(workload, test.unit, settings, started, device.clock_mhz)
+                v = measure(workload, test.per_item(variant), test.unit, settings, started, device.clock_mhz)
             v.name = variant.name
             series = workload.series() if hasattr(workload, "series") else None
             if series:

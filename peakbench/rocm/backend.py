@@ -1,14 +1,14 @@
 """AMD devices: enumeration from hipGetDeviceProperties (the PCI device ID from sysfs), the core
-clock from amdsmi where it is installed, and opening one as the shared simt device with the
-capability table's ALU rules and the MFMA/WMMA matrix module."""
+clock from amdsmi where it is installed, and opening one as a runtime with the capability table
+(targets.py)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from peakbench.backend import DeviceInfo
-from peakbench.rocm import matrix, targets
+from peakbench.rocm import targets
 from peakbench.rocm.runtime import HipApi, HipRuntime, hip_version
-from peakbench.simt.device import SimtDevice
+from peakbench.workloads import Device
 
 AMD = 0x1002
 SYSFS_PCI = Path("/sys/bus/pci/devices")
@@ -151,10 +151,10 @@ class RocmBackend:
     def devices(self) -> list[DeviceInfo]:
         return list(self._infos)
 
-    def open(self, index: int) -> SimtDevice:
+    def open(self, index: int) -> Device:
         info = self._infos[index]
         rt = HipRuntime(self.api, index, info, self._props[index], AmdSmiClock.for_device(info.extra["pci_address"]))
-        return SimtDevice(rt, targets.alu_support, matrix)
+        return Device(rt, targets)
 
     def close(self) -> None:
         pass

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from peakbench.backend import Unsupported, release, release_on_failure
+from peakbench.backend import Unsupported, release_on_failure
 from peakbench.catalog import TestSpec, Variant
 from peakbench.catalog import matrix as catalog
 from peakbench.catalog import matrix_reference as ref
 from peakbench.rocm import targets
-from peakbench.simt.listing import instruction_mix, opcodes
-from peakbench.simt.workloads import source
+from peakbench.listing import instruction_mix, opcodes
+from peakbench.workloads import matrix as shared
 
 SOURCE = "matrix_amd.cu"
 WAVES = 4                  # waves per block
@@ -25,10 +25,6 @@ FNUZ = {"fp8_e4m3": 8, "fp8_e5m2": 16}    # CDNA3's FP8 exponent biases (OCP's +
 def _types(test: TestSpec) -> tuple[str, str]:
     a, c = test.dtype.split(".")
     return a, c
-
-
-def support(test: TestSpec, rt) -> str | None:
-    return targets.matrix_support(rt.arch, test.name)
 
 
 def variants(test: TestSpec, rt) -> tuple[Variant, ...]:
@@ -85,12 +81,11 @@ def operand_bytes(inputs: ref.MatrixInputs, verify: bool, fp8: str = "ocp") -> b
     return b"".join(encode(x, inputs.operand, fp8) for x in (inputs.a, inputs.b, b2))
 
 
-class MatrixWorkload:
+class MatrixWorkload(shared.MatrixWorkload):
     """One instruction: a kernel keeping A, B1, B2 and ACC accumulator tiles in registers per wave."""
 
     @release_on_failure
     def __init__(self, test: TestSpec, variant: Variant, rt):
-        self.test, self.variant, self.rt, self.name = test, variant, rt, variant.name
         a, c = _types(test)
         self.form = form_for(test, variant, rt.arch)
         fam = targets.family(rt.arch)
@@ -105,20 +100,12 @@ class MatrixWorkload:
                    "WAVES": WAVES, "WAVE": self.wave}
         if self.form.fmt is not None:
             defines["FMT"] = self.form.fmt
-        self.kernel = rt.compile(source(SOURCE), defines, "mma_peak")
-        self.blocks = max(1, rt.limits.units * BLOCKS_PER_UNIT)
-        self.owners = self.blocks * WAVES                     # one tile set per wave
-        self.inputs = ref.make_inputs(m, n, k, a, c, self.accumulators)
-        self.out_dtype = ref.STORAGE[c]
-        self.tile = (m, n)
-        self.ab = rt.alloc(len(operand_bytes(self.inputs, verify=True, fp8=self.fp8)))
-        c0 = self.inputs.accumulators()
-        self.c0 = rt.alloc(len(c0))
-        self.out = rt.alloc(self.owners * m * n * np.dtype(self.out_dtype).itemsize)
-        rt.upload(self.c0, c0)
-        rt.upload(self.ab, operand_bytes(self.inputs, verify=False, fp8=self.fp8))
+        self.kernel = rt.compile(SOURCE, defines, "mma_peak", block=WAVES * self.wave, args="bbbu")
+        self.grid = max(1, rt.limits.units * BLOCKS_PER_UNIT)
+        self.owners = self.grid * WAVES                        # one tile set per wave
+        self.setup(test, variant, rt, ref.make_inputs(m, n, k, a, c, self.accumulators), c)
         self.params = {"variant": variant.name, "kernel": f"{SOURCE} ({self.form.form})", "m": m, "n": n, "k": k,
-                       "operands": a, "accumulator": c, "block": WAVES * self.wave, "blocks": self.blocks,
+                       "operands": a, "accumulator": c, "block": WAVES * self.wave, "blocks": self.grid,
                        "tile_owners": self.owners, "wave": self.wave, "accumulators": self.accumulators,
                        "unroll": variant.unroll, "ops_per_step": variant.ops_per_step, "arch": rt.arch}
         self.evidence = {"instruction": self.form.mnemonic, "builtin": f"__builtin_amdgcn_{self.form.builtin}",
@@ -134,27 +121,5 @@ class MatrixWorkload:
             self.evidence["instruction_mix"] = instruction_mix(listing)
             self.evidence["matrix_instructions"] = sum(1 for op in ops if self.form.issued_by(op))
 
-    def run(self, size: int) -> float:
-        return self.rt.launch(self.kernel, self.blocks, WAVES * self.wave,
-                              [self.out, self.ab, self.c0, np.uint32(size)])
-
-    def work(self, size: int) -> float:
-        return float(self.owners) * size * self.variant.unroll * self.accumulators * self.variant.ops_per_step
-
-    def verify(self) -> str | None:
-        """One iteration with B2 = B1 on the full grid, output poisoned first, every tile checked."""
-        self.rt.upload(self.ab, operand_bytes(self.inputs, verify=True, fp8=self.fp8))
-        self.rt.fill(self.out, 0xFF)
-        try:
-            self.run(1)
-        finally:
-            self.rt.upload(self.ab, operand_bytes(self.inputs, verify=False, fp8=self.fp8))
-        got = np.frombuffer(self.rt.download(self.out), dtype=self.out_dtype).reshape(self.owners, *self.tile)
-        return ref.compare(got, ref.reference(self.inputs, self.variant.unroll))
-
-    def close(self) -> None:
-        release(self, self.rt.free, "ab", "c0", "out")
-
-
-def workload(test: TestSpec, variant: Variant, rt) -> MatrixWorkload:
-    return MatrixWorkload(test, variant, rt)
+    def operands(self, verify: bool) -> bytes:
+        return operand_bytes(self.inputs, verify, self.fp8)

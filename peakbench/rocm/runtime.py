@@ -1,4 +1,4 @@
-"""The simt Runtime on hip-python: hiprtc to a code object for the device's exact target (with its
+"""The Runtime (peakbench/runtime.py) on hip-python: hiprtc to a code object for the device's exact target (with its
 sramecc/xnack features), module loading, device buffers from hipMalloc, launches timed between
 HIP events.
 
@@ -25,7 +25,8 @@ import numpy as np
 
 from peakbench.backend import DeviceInfo
 from peakbench.rocm import targets
-from peakbench.simt.runtime import Kernel, Limits
+from peakbench.runtime import CompiledModules, Kernel, Limits, Words
+from peakbench.sources import SHADERS
 
 
 class HipError(RuntimeError):
@@ -118,8 +119,10 @@ def include_dirs() -> list[str]:
     return [str(Path(r) / "include") for r in roots if r and (Path(r) / "include" / "hip" / "hip_fp16.h").exists()][:1]
 
 
-class HipRuntime:
+class HipRuntime(CompiledModules):
     dialect = "hip"
+    words = Words()
+    kernel_clock = False           # the chase reads no cycle counter on AMD
 
     def __init__(self, api: HipApi, index: int, info: DeviceInfo, props: dict, clock=None):
         self.api, self.hip = api, api.hip
@@ -142,7 +145,11 @@ class HipRuntime:
         return [f"--offload-arch={self.target}", "-O3", "-std=c++17", *(f"-I{d}" for d in include_dirs()),
                 *(f"-D{k}={v}" for k, v in defines.items())]
 
-    def compile(self, source: str, defines: dict, kernel: str) -> Kernel:
+    def compile(self, source: str, defines: dict, entry: str = "main", block: int = 1, args: str = "",
+                label: str = "") -> Kernel:
+        return self.compile_text((SHADERS / source).read_text(), defines, entry, block)
+
+    def compile_text(self, source: str, defines: dict, kernel: str, block: int = 1) -> Kernel:
         rtc = self.api.hiprtc
         options = self.compile_options(defines)
         prog = self.api.call(rtc.hiprtcCreateProgram, source.encode(), f"{kernel}.cu".encode(), 0, [], [])
@@ -165,7 +172,7 @@ class HipRuntime:
         module = self.api.call(self.hip.hipModuleLoadData, bytes(code))
         self._modules.append(module)
         function = self.api.call(self.hip.hipModuleGetFunction, module, kernel.encode())
-        return Kernel(kernel, function, bytes(code), log, {"target": self.target, "options": options})
+        return Kernel(kernel, function, block, bytes(code), log, {"target": self.target, "options": options})
 
     def _destroy(self, prog, quiet: bool = False) -> None:
         ref = prog.createRef() if hasattr(prog, "createRef") else prog
@@ -185,6 +192,7 @@ class HipRuntime:
 
     def disassemble(self, kernel: Kernel) -> str | None:
         return disassemble(kernel.binary, self.arch)
+
 
     # Memory ------------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> DeviceBuffer:
@@ -213,33 +221,37 @@ class HipRuntime:
         self.api.call(self.hip.hipDeviceSynchronize)
 
     # Launches ----------------------------------------------------------------------------------
-    def _launch(self, kernel: Kernel, grid, block, extra, shared_bytes: int) -> None:
+    def _launch(self, kernel: Kernel, grid, extra, shared_bytes: int) -> None:
         g = tuple(grid) if isinstance(grid, tuple) else (grid,)
-        b = tuple(block) if isinstance(block, tuple) else (block,)
+        b = tuple(kernel.block) if isinstance(kernel.block, tuple) else (kernel.block,)
         g, b = (g + (1, 1))[:3], (b + (1, 1))[:3]
         self.api.call(self.hip.hipModuleLaunchKernel, kernel.handle, *g, *b, sharedMemBytes=int(shared_bytes),
                       stream=self.stream, kernelParams=None, extra=extra)
 
-    def launch(self, kernel: Kernel, grid, block, args: Sequence, shared_bytes: int = 0, repeat: int = 1) -> float:
+    def launch(self, kernel: Kernel, grid, args: Sequence, repeat: int = 1, shared_bytes: int = 0) -> float:
         """Launch `repeat` times back to back and wait; the GPU time between the events around
         them, in seconds (HIP reports milliseconds)."""
         extra = marshal(args) or None                       # hip-python: no arguments is extra=None
         self.api.call(self.hip.hipEventRecord, self._start, self.stream)
         for _ in range(repeat):
-            self._launch(kernel, grid, block, extra, shared_bytes)
+            self._launch(kernel, grid, extra, shared_bytes)
         self.api.call(self.hip.hipEventRecord, self._end, self.stream)
         self.api.call(self.hip.hipEventSynchronize, self._end)
         ms = self.api.call(self.hip.hipEventElapsedTime, self._start, self._end)
         return float(ms) / 1e3
 
-    def launch_wall(self, kernel: Kernel, grid: int, block: int, args: Sequence, count: int) -> list[float]:
-        out, extra = [], marshal(args) or None
+    def launch_times(self, kernel: Kernel, count: int) -> list[float]:
+        out = []
         for _ in range(count):
             t0 = time.perf_counter()
-            self._launch(kernel, grid, block, extra, 0)
+            self._launch(kernel, 1, None, 0)
             self.api.call(self.hip.hipStreamSynchronize, self.stream)
             out.append(time.perf_counter() - t0)
         return out
+
+    # Sizing ------------------------------------------------------------------------------------
+    def max_groups(self, block: int) -> int:
+        return ((1 << 32) - 1) // block      # HIP wants grid * block threads < 2^32
 
     def clock_mhz(self) -> float | None:
         return self._clock.gfx_mhz() if self._clock else None

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from peakbench.catalog import TestSpec
+from peakbench import kernels
+from peakbench.catalog import TestSpec, Variant
+from peakbench.kernels import EMPTY, LAUNCH_PARAMS, STREAM, alu_kernel, chase_kernel  # noqa: F401  (the table)
 
 
 @dataclass(frozen=True)
@@ -323,8 +325,29 @@ def alu_reason(arch: str, test_name: str) -> str | None:
 
 
 def alu_support(test: TestSpec, rt) -> str | None:
-    """The SimtDevice rule for compute.* tests (rt.arch is the gfx target)."""
+    """The rule for compute.* tests (rt.arch is the gfx target)."""
     return alu_reason(rt.arch, test.name)
+
+
+# The device table the workloads read (peakbench/workloads/__init__.py) -------------------------
+def support(test: TestSpec, rt) -> str | None:
+    if test.family == "matrix":
+        return matrix_support(rt.arch, test.name)
+    if test.family == "compute":
+        return alu_support(test, rt)
+    return None
+
+
+def variants(test: TestSpec, rt) -> tuple[Variant, ...]:
+    if test.family == "matrix":
+        from peakbench.rocm import matrix
+        return matrix.variants(test, rt)
+    return kernels.variants(test)
+
+
+def matrix_workload(test: TestSpec, variant: Variant, rt):
+    from peakbench.rocm import matrix
+    return matrix.MatrixWorkload(test, variant, rt)
 
 
 def table(arch: str) -> dict[str, dict]:

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from peakbench.backend import release, release_on_failure
+from peakbench.backend import release_on_failure
 from peakbench.catalog import TestSpec, Variant
 from peakbench.catalog import matrix as catalog
 from peakbench.catalog import matrix_reference as ref
 from peakbench.vulkan import shaders
+from peakbench.workloads import matrix as shared
 
 EXT = "VK_KHR_cooperative_matrix"
 SCOPE_WORKGROUP, SCOPE_SUBGROUP = 2, 3
@@ -114,37 +115,37 @@ def matching(test: TestSpec, shapes: list[Shape], scope: int = SCOPE_SUBGROUP) -
             and (s.a.startswith("uint") == s.c.startswith("uint"))]
 
 
-def support(test: TestSpec, dev) -> str | None:
+def support(test: TestSpec, rt) -> str | None:
     a, c = _types(test)
-    driver = dev.driver_label
+    driver = rt.driver_label
     if a in NO_COMPONENT:
         return NO_COMPONENT[a]
-    if EXT not in dev.caps.extensions or not dev.caps.has("cooperativeMatrix"):
+    if EXT not in rt.caps.extensions or not rt.caps.has("cooperativeMatrix"):
         return f"[driver] {EXT} not exposed by {driver}"
     if a in NEEDS:
         ext, feature = NEEDS[a]
-        if ext not in dev.caps.extensions:
+        if ext not in rt.caps.extensions:
             return f"[driver] {ext} not exposed by {driver}"
-        if not dev.caps.has(feature):
+        if not rt.caps.has(feature):
             return f"[driver] {driver} does not support {feature}"
-    if not matching(test, dev.caps.coopmat_shapes):
+    if not matching(test, rt.caps.coopmat_shapes):
         return (f"[driver] {driver} reports no subgroup cooperative-matrix shape with "
                 f"{a.upper()} operands and {c.upper()} accumulators")
-    if a == "fp64" and not dev.caps.has("shaderFloat64"):
+    if a == "fp64" and not rt.caps.has("shaderFloat64"):
         return f"[driver] {driver} does not support shaderFloat64"
     return None
 
 
-def variants(test: TestSpec, dev) -> tuple[Variant, ...]:
+def variants(test: TestSpec, rt) -> tuple[Variant, ...]:
     """Every subgroup shape the driver reports, then the workgroup-scope shapes its flexible
     dimensions allow (VK_NV_cooperative_matrix2), named wg<M>x<N>x<K>."""
     out = []
-    for s in matching(test, dev.caps.coopmat_shapes):
+    for s in matching(test, rt.caps.coopmat_shapes):
         prefix = "u8:" if s.a == "uint8" else ""
         out.append(catalog.shape(s.m, s.n, s.k, prefix))
-    limit = dev.caps.coopmat2.get("max_dimension", 0)
+    limit = rt.caps.coopmat2.get("max_dimension", 0)
     # The widest workgroups the driver offers (128 and more invocations) sharing 64-128 wide tiles.
-    for s in matching(test, dev.caps.coopmat_shapes, SCOPE_WORKGROUP):
+    for s in matching(test, rt.caps.coopmat_shapes, SCOPE_WORKGROUP):
         if s.a == "uint8" or s.invocations < 128:
             continue
         for m, n, k, acc in WORKGROUP_SHAPES:
@@ -198,12 +199,11 @@ def module(a: str, c: str, m: int, n: int, k: int, accumulators: int, workgroup:
     return shaders.assemble(_rewrite(shaders.disassemble(base, raw_ids=False), *args), f"matrix {a}.{c} {settings}")
 
 
-class MatrixWorkload:
-    """One shape: a pipeline holding A, B and the accumulators in registers, and its op count."""
+class MatrixWorkload(shared.MatrixWorkload):
+    """One shape: a pipeline holding A, B and the accumulators in registers."""
 
     @release_on_failure
-    def __init__(self, test: TestSpec, variant: Variant, dev):
-        self.test, self.variant, self.dev, self.name = test, variant, dev, variant.name
+    def __init__(self, test: TestSpec, variant: Variant, rt):
         a, c = _types(test)
         if variant.name.startswith("u8:"):
             a, c = "uint8", "uint32"
@@ -211,47 +211,15 @@ class MatrixWorkload:
         self.accumulators = variant.accumulators or test.accumulators
         workgroup = variant.scope == "workgroup"
         code = module(a, c, m, n, k, self.accumulators, workgroup)
-        sub = dev.caps.subgroup_size
+        sub = rt.caps.subgroup_size
         local = variant.invocations if workgroup else sub * 4
-        self.groups = max(1, dev.grid_threads(WAVES) // local)
-        self.subgroups = self.groups if workgroup else self.groups * (local // sub)   # tile owners
-        self.inputs = ref.make_inputs(m, n, k, a, c, self.accumulators)
-        self.out_dtype = ref.STORAGE[c]
-        self.tile = (m, n)
-        self.pipeline = dev.pipeline(code, bindings=3, local_size=local, label=f"{test.name}-{variant.name}")
-        self.ab = dev.buffer(len(self.inputs.operands(verify=True)))
-        self.c0 = dev.buffer(len(self.inputs.accumulators()))
-        self.out = dev.buffer(self.subgroups * m * n * np.dtype(self.out_dtype).itemsize)
-        dev.upload(self.c0, self.inputs.accumulators())
-        dev.upload(self.ab, self.inputs.operands(verify=False))
-        dev.bind(self.pipeline, [self.out, self.ab, self.c0])
+        self.grid = max(1, rt.grid_threads(WAVES) // local)
+        self.owners = self.grid if workgroup else self.grid * (local // sub)     # tile owners: subgroups
+        inputs = ref.make_inputs(m, n, k, a, c, self.accumulators)
+        self.kernel = rt.load(code, local, "bbbu", f"{test.name}-{variant.name}")
+        self.setup(test, variant, rt, inputs, c)
         self.params = {"variant": variant.name, "shader": "matrix_coopmat.comp", "m": m, "n": n, "k": k,
-                       "operands": a, "accumulator": c, "workgroup_size": local, "workgroups": self.groups,
-                       "tile_owners": self.subgroups, "scope": variant.scope, "accumulators": self.accumulators,
+                       "operands": a, "accumulator": c, "workgroup_size": local, "workgroups": self.grid,
+                       "tile_owners": self.owners, "scope": variant.scope, "accumulators": self.accumulators,
                        "unroll": variant.unroll, "ops_per_step": variant.ops_per_step}
-        self.evidence = {"driver_shapes": [s.describe() for s in dev.caps.coopmat_shapes]}
-        if self.pipeline.statistics:
-            self.evidence["pipeline_statistics"] = self.pipeline.statistics
-
-    def run(self, size: int) -> float:
-        return self.dev.dispatch(self.pipeline, self.groups, [size])
-
-    def work(self, size: int) -> float:
-        return float(self.subgroups) * size * self.variant.unroll * self.accumulators * self.variant.ops_per_step
-
-    def verify(self) -> str | None:
-        """One iteration with B2 = B1 on the full grid, output poisoned first, every tile checked."""
-        self.dev.upload(self.ab, self.inputs.operands(verify=True))
-        self.dev.fill(self.out, 0xFFFFFFFF)
-        try:
-            self.run(1)
-        finally:
-            self.dev.upload(self.ab, self.inputs.operands(verify=False))
-        got = np.frombuffer(self.dev.download(self.out), dtype=self.out_dtype).reshape(self.subgroups, *self.tile)
-        return ref.compare(got, ref.reference(self.inputs, self.variant.unroll))
-
-    def close(self) -> None:
-        release(self, self.dev.free, "ab", "c0", "out")
-        release(self, self.dev.destroy, "pipeline")
-
-
+        self.evidence = {"driver_shapes": [s.describe() for s in rt.caps.coopmat_shapes], **rt.evidence(self.kernel)}

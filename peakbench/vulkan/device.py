@@ -435,19 +435,6 @@ class VulkanDevice:
     def driver_label(self) -> str:
         return f"{self.info.extra.get('driver_name', '')} {self.info.driver}".strip()
 
-    # -- the Device interface --------------------------------------------------------------
-    def support(self, test) -> str | None:
-        from peakbench.vulkan.workloads import support
-        return support(test, self)
-
-    def variants(self, test):
-        from peakbench.vulkan.workloads import variants
-        return variants(test, self)
-
-    def prepare(self, test, variant):
-        from peakbench.vulkan.workloads import prepare
-        return prepare(test, variant, self)
-
     def clock_mhz(self) -> float | None:
         return self.clock.sm_mhz() if self.clock else None
 

@@ -248,9 +248,12 @@ class VulkanBackend:
         return [info for info, _ in self._probed]
 
     def open(self, index: int):
+        from peakbench.vulkan import capabilities
         from peakbench.vulkan.device import VulkanDevice
+        from peakbench.vulkan.runtime import VulkanRuntime
+        from peakbench.workloads import Device
         info, caps = self._probed[index]
-        return VulkanDevice(self._physical[index], info, caps)
+        return Device(VulkanRuntime(VulkanDevice(self._physical[index], info, caps)), capabilities)
 
     def close(self) -> None:
         if getattr(self, "instance", None) is not None:

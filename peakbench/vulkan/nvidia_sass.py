@@ -55,7 +55,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from peakbench.simt.listing import instruction_mix, opcodes
+from peakbench.listing import instruction_mix, opcodes
 
 HEADER = struct.Struct("<4sHH8s16s")      # magic, 0, version, parent folder's name, grandparent's
 FILE_MAGIC, FILE_VERSION = b"CDVN", 3

@@ -34,3 +34,8 @@ def instruction_mix(listing: str, top: int = 12) -> dict[str, int]:
 def count(listing: str, opcode: str) -> int:
     """How many instructions are `opcode` or a form of it (HFMA2 counts HFMA2 and HFMA2.MMA)."""
     return sum(1 for op in opcodes(listing) if op == opcode or op.startswith(opcode + "."))
+
+
+def evidence(listing: str | None, isa: str) -> dict:
+    """A kernel's instruction mix for the JSON, where the platform's disassembler gave a listing."""
+    return {"instruction_mix": instruction_mix(listing), "isa": isa} if listing else {}

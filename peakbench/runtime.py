@@ -1,0 +1,119 @@
+"""What a backend implements for the workloads: compile, buffers, launch + GPU time, clock, evidence.
+
+The workloads (peakbench/workloads/) are written once against this interface; Vulkan
+(peakbench/vulkan/runtime.py), CUDA (peakbench/cuda/runtime.py) and HIP (peakbench/rocm/runtime.py)
+each implement it. A kernel is compiled from a source file of shaders/ and its defines: the
+runtime knows its own dialect (GLSL or SPIR-V assembly for Vulkan, CUDA C++ through NVRTC or
+hiprtc). A launch takes the grid (workgroups in x) and the kernel's arguments in order: buffers
+and numpy scalars (np.uint32, ...). Vulkan binds the buffers as descriptor bindings 0, 1, ... and
+the scalars as 32-bit push constants; CUDA and HIP pass them as the kernel's parameters.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+from peakbench.backend import DeviceInfo
+
+
+@dataclass
+class Kernel:
+    """A compiled entry point with its workgroup size. `handle` is the runtime's own object;
+    `binary` the code object (cubin, hsaco) where the compiler returns one, for evidence."""
+    name: str
+    handle: object
+    block: int = 1
+    binary: bytes = b""
+    log: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The device facts the workloads size their grids and working sets from."""
+    units: int                     # SMs / CUs / compute units (0 where the API does not say)
+    threads_per_unit: int          # resident threads per unit (0 where unknown)
+    max_block: int                 # threads per workgroup
+    warp: int                      # 32 (NVIDIA), 32 or 64 (AMD), the subgroup size on Vulkan
+    l2_bytes: int
+    memory_bytes: int              # device memory a test may use (free memory when opened)
+    shared_per_block: int = 48 << 10
+    max_buffer: int = 1 << 62      # bytes one buffer may cover (Vulkan: maxStorageBufferRange)
+
+
+@dataclass(frozen=True)
+class Words:
+    """How an API names its launch geometry in params and evidence (the JSON keys users rely on)."""
+    group: str = "block"           # "workgroup" on Vulkan
+    size_key: str = "block"        # the params key of the workgroup size
+    groups_key: str = "blocks"     # the params key of the grid
+    program: str = "kernel"        # "shader" on Vulkan
+    launch: str = "launch"         # "dispatch" on Vulkan
+
+
+class Runtime(Protocol):
+    info: DeviceInfo
+    limits: Limits
+    dialect: str                   # "vulkan", "cuda" or "hip"
+    arch: str                      # sm_90a, gfx942, ... ("" on Vulkan)
+    words: Words
+    kernel_clock: bool             # kernels can read the core's cycle counter (the chase uses it)
+
+    def compile(self, source: str, defines: dict, entry: str = "main", block: int = 1,
+                args: str = "", label: str = "") -> Kernel:
+        """Compile shaders/<source> with `defines` for this device. `args` spells the kernel's
+        parameters, one letter each: b a buffer, u a 32-bit scalar (Vulkan lays out its
+        bindings and push constants from it); `label` names it in driver dumps."""
+
+    def alloc(self, nbytes: int): ...
+    def free(self, buf) -> None: ...
+    def upload(self, buf, data: bytes) -> None: ...
+    def download(self, buf, nbytes: int | None = None) -> bytes: ...
+    def fill(self, buf, byte: int) -> None:
+        """Every byte of the buffer set to `byte` (0xFF: NaN for floats, -1 for integers)."""
+
+    def launch(self, kernel: Kernel, grid: int, args: Sequence, repeat: int = 1) -> float:
+        """`repeat` launches of `grid` workgroups back to back, each after the one before; the
+        GPU time around them, in seconds."""
+
+    def launch_times(self, kernel: Kernel, count: int) -> list[float]:
+        """`count` launches of one workgroup without arguments, each timed on the host from
+        submission to completion (seconds)."""
+
+    def grid_threads(self, waves: int) -> int:
+        """Threads that fill the device `waves` times over."""
+
+    def max_groups(self, block: int) -> int:
+        """The most workgroups of `block` threads one launch may have."""
+
+    def discard(self, kernel: Kernel) -> None:
+        """Release a kernel before the runtime closes (Vulkan destroys its pipeline)."""
+
+    def memory_budget(self) -> int:
+        """Bytes of device memory a test may use now."""
+
+    def clock_mhz(self) -> float | None: ...
+    def evidence(self, kernel: Kernel) -> dict:
+        """What the kernel became (instruction mix, driver statistics), where the platform tells."""
+    def close(self) -> None: ...
+
+
+class CompiledModules:
+    """What the CUDA and HIP runtimes share: the grid and memory from Limits (their APIs report
+    units and free memory), modules that stay loaded until close(), and evidence from the
+    disassembled code object (each supplies disassemble())."""
+    limits: Limits
+    arch: str
+
+    def grid_threads(self, waves: int) -> int:
+        return waves * self.limits.units * self.limits.threads_per_unit
+
+    def memory_budget(self) -> int:
+        return self.limits.memory_bytes
+
+    def discard(self, kernel: Kernel) -> None:
+        """Nothing to do: the module stays loaded until close()."""
+
+    def evidence(self, kernel: Kernel) -> dict:
+        from peakbench.listing import evidence
+        return evidence(self.disassemble(kernel), self.arch)

@@ -1,0 +1,101 @@
+"""The Runtime (peakbench/runtime.py) on Vulkan: a kernel is a compute pipeline built from a
+shaders/ source through vulkan/shaders.py (GLSL via glslang, or SPIR-V assembly), its workgroup
+size a specialization constant; a launch binds the buffers as descriptor bindings 0, 1, ... (once,
+until they change) and the scalars as push constants, and is timed with timestamp queries."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from peakbench.runtime import Kernel, Limits, Words
+from peakbench.vulkan.device import Buffer, VulkanDevice
+from peakbench.vulkan.shaders import compile_shader
+
+# llvmpipe ends a shader's loops after about 65535 iterations in one dispatch (inner and outer
+# counted together; seen: 255 rounds of 256 fail, 250 pass), so a CPU device gets at most 128.
+CPU_ROUNDS = 128
+
+
+class VulkanRuntime:
+    dialect = "vulkan"
+    arch = ""
+    words = Words(group="workgroup", size_key="workgroup_size", groups_key="workgroups", program="shader",
+                  launch="dispatch")
+
+    def __init__(self, dev: VulkanDevice):
+        self.dev, self.info, self.caps = dev, dev.info, dev.caps
+        caps = dev.caps
+        self.kernel_clock = caps.has("shaderSubgroupClock")
+        self.limits = Limits(units=caps.units or 0, threads_per_unit=caps.threads_per_unit or 0,
+                             max_block=caps.max_workgroup_size, warp=caps.subgroup_size, l2_bytes=0,
+                             memory_bytes=0, max_buffer=caps.max_storage_buffer_range)
+
+    # Kernels -----------------------------------------------------------------------------------
+    def compile(self, source: str, defines: dict, entry: str = "main", block: int = 1, args: str = "",
+                label: str = "") -> Kernel:
+        return self.load(compile_shader(source, defines), block, args, label or source)
+
+    def load(self, code: bytes, block: int, args: str, label: str) -> Kernel:
+        """A pipeline from validated SPIR-V (the matrix modules are rewritten before this)."""
+        scalars = args.count("u")
+        pipeline = self.dev.pipeline(code, bindings=args.count("b"), local_size=block,
+                                     push_bytes=max(4, 4 * scalars), label=label)
+        return Kernel(label, pipeline, block, code, extra={"bound": None})
+
+    def discard(self, kernel: Kernel) -> None:
+        self.dev.destroy(kernel.handle)
+
+    def evidence(self, kernel: Kernel) -> dict:
+        stats = kernel.handle.statistics
+        return {"pipeline_statistics": stats} if stats else {}
+
+    # Buffers -----------------------------------------------------------------------------------
+    def alloc(self, nbytes: int) -> Buffer:
+        return self.dev.buffer(nbytes)
+
+    def free(self, buf: Buffer) -> None:
+        self.dev.free(buf)
+
+    def upload(self, buf: Buffer, data: bytes) -> None:
+        self.dev.upload(buf, data)
+
+    def download(self, buf: Buffer, nbytes: int | None = None) -> bytes:
+        return self.dev.download(buf, nbytes)
+
+    def fill(self, buf: Buffer, byte: int) -> None:
+        self.dev.fill(buf, (byte & 0xFF) * 0x01010101)
+
+    # Launches ----------------------------------------------------------------------------------
+    def launch(self, kernel: Kernel, grid: int, args: Sequence, repeat: int = 1) -> float:
+        buffers = [a for a in args if isinstance(a, Buffer)]
+        if buffers and kernel.extra["bound"] != buffers:
+            self.dev.bind(kernel.handle, buffers)
+            kernel.extra["bound"] = buffers
+        push = [int(a) for a in args if not isinstance(a, Buffer)]
+        return self.dev.dispatch(kernel.handle, grid, push, repeat=repeat)
+
+    def launch_times(self, kernel: Kernel, count: int) -> list[float]:
+        return self.dev.submit_times(kernel.handle, count)
+
+    # Sizing ------------------------------------------------------------------------------------
+    def grid_threads(self, waves: int) -> int:
+        return self.dev.grid_threads(waves)
+
+    def max_groups(self, block: int) -> int:
+        return self.caps.max_workgroups
+
+    def memory_budget(self) -> int:
+        return self.dev.memory_budget()
+
+    @property
+    def max_rounds(self) -> int:
+        return CPU_ROUNDS if self.info.kind == "cpu" else 1 << 24
+
+    def clock_mhz(self) -> float | None:
+        return self.dev.clock_mhz()
+
+    def close(self) -> None:
+        self.dev.close()
+
+    @property
+    def driver_label(self) -> str:
+        return self.dev.driver_label

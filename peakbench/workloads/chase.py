@@ -1,0 +1,205 @@
+"""The pointer chase, written once: a random single cycle walked by one thread, swept over working
+sets; the plateaus of its latency curve are the cache levels (harness/levels.py names them).
+
+The kernel (shaders/mem_chase.comp, shaders/mem.cu `chase`) follows `rounds` * ROUND dependent
+loads from word `start` of the chain and stores the index it ended at, then, where the runtime's
+kernels can read the core's cycle counter, the counter before and after its loop.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from peakbench.backend import Unsupported
+from peakbench.harness.levels import documented_caches, name_levels, plateaus
+from peakbench.harness.runner import Settings, VariantResult, calibrate, rate
+from peakbench.harness.stats import median, summarize
+
+LINE = 128                       # chase stride in bytes: at least one cache line on every GPU here
+ROUND = 256                      # chase loads per round: the kernels' inner loop (the ROUND define)
+SWEEP_SAMPLE_S = 0.004           # GPU time per working-set point of the sweeps
+FIRST_BYTES = 4096
+CHASE_MAX = 512 << 20
+SEED = 12345                     # the chains' random generator
+# The chase walks the whole cycle once untimed (up to this many loads) before it is timed, so up
+# to 128 MiB every timed load revisits a line one working set ago rather than touching it first;
+# past that the walk still visits every page, so translation is warm.
+WARM_LOADS = 1 << 20
+
+
+@dataclass(frozen=True)
+class ChaseKernel:
+    """One API's chase: its source and entry point, the word of its output where the cycle
+    counters start (two 64-bit values, low word first), the most rounds one launch may run
+    (llvmpipe ends loops past ~65535 iterations), and the load path it takes, in words."""
+    source: str
+    entry: str
+    clock_word: int
+    path: str
+    max_rounds: int = 1 << 24
+
+
+def chase_chain(ws: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """A uniformly random single cycle (Sattolo-equivalent) over the LINE-spaced nodes of `ws`
+    bytes: the node order, and the uint32 `next` array (word indices) the kernels follow."""
+    nodes, stride = ws // LINE, LINE // 4
+    order = rng.permutation(nodes).astype(np.uint32)
+    nxt = np.zeros(ws // 4, dtype=np.uint32)
+    nxt[order * stride] = np.roll(order, -1) * stride
+    return order, nxt
+
+
+class Chaser:
+    """The chase kernel on one thread of a runtime, one chain at a time."""
+
+    def __init__(self, rt, kernel: ChaseKernel):
+        self.rt, self.spec = rt, kernel
+        self.clocked = rt.kernel_clock
+        self.max_rounds = kernel.max_rounds
+        self.kernel = rt.compile(kernel.source, {"CLOCK": int(self.clocked), "ROUND": ROUND}, kernel.entry,
+                                 block=1, args="bbuu", label="chase")
+        self.evidence = rt.evidence(self.kernel)
+        self.out = rt.alloc(32)
+        self.buf = None
+
+    def load(self, nxt: np.ndarray) -> None:
+        """Upload a chain, replacing the last."""
+        if self.buf is not None:
+            self.rt.free(self.buf)
+        self.buf = self.rt.alloc(nxt.nbytes)
+        self.rt.upload(self.buf, nxt.tobytes())
+
+    def launch(self, rounds: int, start: int) -> float:
+        return self.rt.launch(self.kernel, 1, [self.buf, self.out, np.uint32(rounds), np.uint32(start)])
+
+    def readout(self) -> tuple[int, int | None]:
+        """(final index, cycles of the loop or None)."""
+        at = self.spec.clock_word
+        w = [int(x) for x in np.frombuffer(self.rt.download(self.out, 4 * (at + 4)), np.uint32)]
+        if not self.clocked:
+            return w[0], None
+        t0, t1 = w[at] | w[at + 1] << 32, w[at + 2] | w[at + 3] << 32
+        return w[0], t1 - t0
+
+    def release(self) -> None:
+        if self.buf is not None:
+            self.rt.free(self.buf)
+        self.rt.free(self.out)
+        self.rt.discard(self.kernel)
+
+
+class ChaseSweep:
+    """One pointer chase per working set, 4 KiB up to `max_bytes`; shared by every latency.* test
+    of a device. Each launch goes on from where the last one stopped, so a working set larger than
+    one launch's loads is still walked in full rather than its first nodes again (which would stay
+    cached)."""
+
+    def __init__(self, chaser, max_bytes: int, first_level: int, sample_s: float = SWEEP_SAMPLE_S):
+        self.chaser, self.first_level = chaser, first_level
+        self.evidence = dict(getattr(chaser, "evidence", {}))     # the chase kernel's instructions
+        self.sizes, self.latencies, self.cycles, self.mhz, self.problem = [], [], [], [], None
+        rng = np.random.default_rng(SEED)
+        ws = FIRST_BYTES
+        try:
+            while ws <= max_bytes:
+                self.sizes.append(ws)
+                self.latencies.append(self._measure(ws, rng, sample_s))
+                ws *= 2
+        finally:
+            chaser.release()
+
+    def _measure(self, ws: int, rng, sample_s: float) -> float:
+        order, nxt = chase_chain(ws, rng)
+        nodes, stride = len(order), LINE // 4
+        self.chaser.load(nxt)
+        position = 0
+
+        def run(rounds: int) -> float:
+            nonlocal position
+            seconds = self.chaser.launch(rounds, int(order[position]) * stride)
+            position = (position + rounds * ROUND) % nodes
+            return seconds
+
+        # Walk the cycle once untimed: a timed load that touches a line for the first time
+        # would read DRAM whatever the working set (the H200 showed DRAM latency from 16 MiB).
+        warm = min(nodes, WARM_LOADS)
+        while warm > 0:
+            rounds = min(self.chaser.max_rounds, -(-warm // ROUND))
+            run(rounds)
+            warm -= rounds * ROUND
+        rounds, _ = calibrate(run, Settings(sample_s=sample_s, max_size=self.chaser.max_rounds))
+        run(rounds)                      # one untimed launch at the final length first
+        times = [run(rounds) for _ in range(3)]
+        end, cycles = self.chaser.readout()
+        want = int(order[position]) * stride
+        if end != want and self.problem is None:
+            self.problem = f"working set {ws} B: the chase ended at {end}, not at {want}"
+        if cycles is not None:           # cycles of the last launch, from the core's own counter
+            self.cycles.append(round(cycles / (rounds * ROUND), 1))
+            self.mhz.append(round(cycles / times[-1] / 1e6))
+        return rate(rounds * ROUND, median(times), 1, "ns")
+
+    def levels(self, spec=None) -> dict:
+        return name_levels(plateaus(self.sizes, self.latencies), self.first_level, documented_caches(spec))
+
+    def series(self) -> dict:
+        out = {"x": "working_set_bytes", "y": "ns", "working_set_bytes": self.sizes,
+               "ns": [round(t, 2) for t in self.latencies]}
+        if self.cycles:
+            out["cycles"], out["clock_mhz"] = self.cycles, self.mhz
+        return out
+
+
+def first_level(info) -> int:
+    """Without documented sizes, where level names start: AMD's RDNA GPUs have an L0 vector
+    cache, CDNA (Instinct) GPUs and everyone else start at L1."""
+    amd, name = info.vendor_id == 0x1002, info.name.lower()
+    return 0 if amd and not any(k in name for k in ("instinct", " mi")) else 1
+
+
+def sweep(rt, kernel: ChaseKernel, max_bytes: int, sample_s: float = SWEEP_SAMPLE_S) -> ChaseSweep:
+    """The latency sweep of a device, 4 KiB up to CHASE_MAX (or `max_bytes`, the stream buffer)."""
+    return ChaseSweep(Chaser(rt, kernel), min(CHASE_MAX, max_bytes), first_level(rt.info), sample_s)
+
+
+class LatencyWorkload:
+    """One level of the shared chase sweep, reported in ns (and cycles where the clock is known)."""
+
+    def __init__(self, test, variant, sweep: ChaseSweep, path: str):
+        self.test, self.sweep, self.name = test, sweep, variant.name
+        self.params = {"stride_bytes": LINE, "path": path}
+        self.evidence = {}
+
+    def verify(self) -> str | None:
+        return self.sweep.problem
+
+    def measure(self, settings, clock, spec=None) -> VariantResult:
+        found = plateaus(self.sweep.sizes, self.sweep.latencies)
+        levels = name_levels(found, self.sweep.first_level, documented_caches(spec))
+        described = ", ".join(f"{p.latency_ns:.0f} ns from {p.first_bytes // 1024} KiB" for p in found)
+        level = levels.get(self.test.dtype)
+        if level is None:
+            raise Unsupported(f"[hardware] the latency sweep found no {self.test.dtype.upper()} level (plateaus: {described})")
+        on = [level.first_bytes <= s <= level.last_bytes for s in self.sweep.sizes]
+        points = [t for t, inside in zip(self.sweep.latencies, on) if inside]
+        params = {**self.params, "working_sets_bytes": [level.first_bytes, level.last_bytes]}
+        mhz = None
+        if self.sweep.cycles:    # the kernel's own cycle counter: cycles need no outside clock
+            params["cycles"] = median([c for c, inside in zip(self.sweep.cycles, on) if inside])
+            mhz = median([m for m, inside in zip(self.sweep.mhz, on) if inside])
+        evidence = {**self.sweep.evidence, "plateaus": described, "path": self.params["path"],
+                    "levels_named_from": "spec cache sizes" if documented_caches(spec) else "plateau order"}
+        dram = levels.get("dram")
+        beyond = [p for p in found if dram and p.first_bytes > dram.last_bytes]
+        if beyond:   # past DRAM's own plateau the chase also misses the address translation caches
+            evidence["page_or_tlb_effects"] = ", ".join(f"{p.latency_ns:.0f} ns from {p.first_bytes >> 20} MiB" for p in beyond)
+        # The clock is the counter's cycles over the launch's GPU time, not NVML, which reads the
+        # GPU idling between chase launches (600-810 MHz on the H200).
+        return VariantResult(self.name, 0, summarize(points), mhz, params, evidence, points)
+
+    def series(self) -> dict:
+        return self.sweep.series()
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,302 @@
+"""The stream family, written once: memory.read / write / copy on one large buffer pair, the
+read-bandwidth sweep over working sets, and the data contract of the stream kernels
+(shaders/mem_stream.comp, shaders/mem.cu `stream`): what the fill writes, what a read stores,
+what a write stores, and the MODE and LAYOUT defines, all from here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from peakbench.backend import release, release_on_failure
+from peakbench.harness.runner import Settings, calibrate, rate
+from peakbench.harness.stats import median
+from peakbench.workloads.chase import FIRST_BYTES, SWEEP_SAMPLE_S
+
+
+# Data -----------------------------------------------------------------------------------------
+def hash32(x: np.ndarray) -> np.ndarray:
+    """The fill kernels' lowbias32, on uint32 arrays."""
+    x = x.astype(np.uint32)
+    x ^= x >> 16
+    x = (x * np.uint32(0x7FEB352D)).astype(np.uint32)
+    x ^= x >> 15
+    x = (x * np.uint32(0x846CA68B)).astype(np.uint32)
+    x ^= x >> 16
+    return x
+
+
+def filled(n_vec: int) -> np.ndarray:
+    """What the fill kernels write: 16-byte vector i holds hash(4i .. 4i+3)."""
+    return hash32(np.arange(4 * n_vec, dtype=np.uint64).astype(np.uint32)).reshape(n_vec, 4)
+
+
+def written(index: np.ndarray) -> np.ndarray:
+    """What the write kernels store at vector j."""
+    j = index.astype(np.uint32)
+    return np.stack([j, j ^ np.uint32(0x5BD1E995), ~j, (j * np.uint32(2654435761)).astype(np.uint32)], axis=1)
+
+
+# The stream kernels' contract (shaders/mem_stream.comp and shaders/mem.cu alike): MODE and
+# LAYOUT defines per test and variant, the workgroup size, the buffer and chase sizes.
+MODES = {"read": 0, "write": 1, "copy": 2, "fill": 3}
+LAYOUTS = {"chunk": 0, "stride": 1, "rows": 2, "tile": 0}
+STREAM_BLOCK = 256
+STREAM_BYTES = 1 << 30           # past the largest GPU last-level cache (256 MiB) by 4x
+CPU_BYTES = 64 << 20             # a CPU driver (lavapipe): past a CI machine's caches, inside a few hundred MiB
+# The read grid: two workgroups per compute unit. The read kernels need up to 128 registers a
+# thread (94 on sm_90), so two of 256 threads fit on any NVIDIA SM or AMD CU: the whole grid is
+# resident at once. A larger grid runs in waves, and each wave rereads a fraction of the buffer
+# that can fit in the L2 (the H200's sweep showed 11.9-15.2 TB/s at 64-256 MiB that way).
+READ_BLOCKS_PER_UNIT = 2
+# The rows read's workgroup (where the device allows it), with ROWS_UNROLL rows
+# (catalog/memory.py): short-lived workgroups read DRAM fastest when each reads much. H200 board
+# c650911d, 16 passes a dispatch, GB/s for 256 x 16, 256 x 32, 1024 x 16 and 1024 x 32 threads x
+# rows: Vulkan 4705 / 4713 / 4715 / 4720, CUDA 4690 / 4690 / 4700 / 4709 (experiments/probes/
+# *_stream_paths.py; experiments/results/h200-probe-stream-paths-2026-11-30.txt, run 6).
+ROWS_BLOCK = 1024
+
+
+def read_sums(n: int, blocks: int, block: int, layout: str = "chunk", passes: int = 1, shift: int = 0,
+              mask: int = 0xFFFFFFFF, rows: int = 1) -> np.ndarray:
+    """What a read kernel stores, uint32. Chunk layout, (threads, 4): in pass p, thread x of
+    block b sums the vectors ((b + p*shift)*span + x + j*block) & mask of its slice (span = n /
+    blocks); stride layout, (threads, 4): thread t sums vectors t + j*threads, every pass. Rows
+    layout, (columns, 4): the n vectors as `rows` rows of columns * block, each column's total."""
+    if layout == "rows":
+        src = filled(n).astype(np.uint64).reshape(rows, -1, block, 4)
+        return (src.sum(axis=(0, 2)) % (1 << 32)).astype(np.uint32)
+    if layout == "stride":
+        src = filled(n).astype(np.uint64)
+        return (passes * src.reshape(-1, blocks * block, 4).sum(axis=0) % (1 << 32)).astype(np.uint32)
+    span, total = n // blocks, np.zeros((blocks, block, 4), np.uint64)
+    src = filled(n if mask == 0xFFFFFFFF else mask + 1).astype(np.uint64)    # what the indices reach
+    for p in range(passes):
+        starts = (np.arange(blocks, dtype=np.uint64) + p * shift) * span % (1 << 32)
+        index = (starts[:, None] + np.arange(span, dtype=np.uint64)) & mask
+        total += src[index].reshape(blocks, -1, block, 4).sum(axis=1)
+    return (total % (1 << 32)).astype(np.uint32).reshape(blocks * block, 4)
+
+
+def pass_dispatches(passes: int, groups: int, max_groups: int) -> tuple[int, int]:
+    """(passes per dispatch, dispatches) for `passes` passes of `groups` workgroups each (the rows
+    read's columns, the write's and copy's tiles): as few dispatches as a grid of at most
+    `max_groups` workgroups allows, each with the same whole number of passes, so the bytes
+    counted stay exact."""
+    if groups > max_groups:
+        raise ValueError(f"{groups} workgroups a pass do not fit a grid of {max_groups}")
+    per = min(passes, max_groups // groups)
+    while passes % per:
+        per -= 1
+    return per, passes // per
+
+
+def check_wrapped(mode: str, got: np.ndarray, n: int, block: int, unroll: int, layout: str) -> str | None:
+    """The verification of a stream that hands out its work `w % groups` (the rows read's
+    columns, the write's and copy's tiles): two passes over n vectors into an output filled
+    with 0xFF bytes. The first pass's outputs must be the host's; the next as many must be
+    untouched, or a workgroup of the second pass missed the wrap round (and would read and write
+    past the buffer in a long dispatch)."""
+    outputs = n // (block * unroll) if mode == "read" else n
+    if got.size < 2 * outputs * 4:
+        raise ValueError(f"the check needs two passes' outputs ({2 * outputs * 4} words), got {got.size}")
+    read = {"rows": unroll} if mode == "read" else {}
+    problem = check_stream(mode, got[:outputs * 4], n, outputs, block, layout, **read)
+    stray = got[outputs * 4:2 * outputs * 4] != 0xFFFFFFFF
+    if problem is None and stray.any():
+        problem = f"{int(stray.sum())} words past the first pass's {outputs} outputs were written: the second pass did not wrap"
+    return problem
+
+
+def check_stream(mode: str, got: np.ndarray, n: int, blocks: int, block: int, layout: str = "chunk",
+                 **read) -> str | None:
+    """A verification pass of `n` vectors against the host (`read`: read_sums's pass settings)."""
+    if mode == "read":
+        want = read_sums(n, blocks, block, layout, **read)
+    else:
+        want = filled(n) if mode == "copy" else written(np.arange(n))
+    got = got.reshape(want.shape)
+    bad = got != want
+    if bad.any():
+        i = tuple(int(x) for x in np.argwhere(bad)[0])
+        return f"{int(bad.sum())} of {bad.size} words differ from the host reference (first at {i})"
+    return None
+
+
+# Bandwidth sweep ------------------------------------------------------------------------------
+# A workgroup's own slice from which the sweep stops rotating slices: two workgroups per unit make
+# a unit's share twice this, 2x the largest per-unit L1 (256 KiB on the H100/H200), so the L1
+# cannot serve the reread, and with no other workgroup reading it no drift between workgroups
+# can bring a line back early through the L2.
+PRIVATE_SLICE = 256 << 10
+
+
+def sweep_span(ws: int, blocks: int, tile: int) -> int:
+    """Vectors per workgroup per pass at working set `ws`: the working set split among the
+    workgroups (a power of two of whole tiles, so the slices tile it), at least one tile."""
+    share = ws // 16 // blocks
+    return max(tile, (1 << (share.bit_length() - 1)) // tile * tile if share else 0)
+
+
+def sweep_shift(blocks: int) -> int:
+    """Slices the chunk read moves by per pass in the sweep: the grid's width, so each pass reads
+    the next window of the working set and a line comes back one working set of traffic later;
+    made odd, so that around a power-of-two ring of slices every workgroup visits all of them
+    (its own L1 never holds the next one) however few slices there are."""
+    return blocks | 1
+
+
+def sweep_point(ws: int, blocks: int, tile: int) -> tuple[int, int, int]:
+    """(n_vec, mask, shift) of the chunk read at working set `ws`.
+
+    Up to blocks * PRIVATE_SLICE, rotating slices: indices wrap at the working set and each pass
+    moves the grid a whole window on (sweep_shift), so no workgroup rereads its own L1. Past it,
+    private slices: each workgroup rereads its own ws / blocks (less the last part tile), as the
+    stream does. Rotating slices there gave L2 hits the working set cannot explain: over a long
+    launch the workgroups drift apart, and one then rereads lines another just pulled into the L2
+    (H200, 128 MiB, twice the L2: 4.08, 4.52 and 5.26 TB/s after 8, 32 and 128 passes a launch,
+    experiments/probes/cuda_memory.py; private slices 4.57)."""
+    if ws // 16 // blocks >= PRIVATE_SLICE // 16:
+        return blocks * (ws // 16 // blocks // tile * tile), 0xFFFFFFFF, 0
+    return blocks * sweep_span(ws, blocks, tile), ws // 16 - 1, sweep_shift(blocks)
+
+
+def bandwidth_sweep(run: Callable[[int, int, int, int], float], blocks: int, tile: int, max_bytes: int,
+                    sample_s: float = SWEEP_SAMPLE_S, per_item: int = 16) -> dict:
+    """Read bandwidth over working sets of 4 KiB to `max_bytes`, on the chunk read kernel:
+    `run(passes, n_vec, mask, shift)` has `blocks` workgroups read n_vec / blocks vectors each per
+    pass, laid out by sweep_point, so the rate is that of the level the working set fits in.
+    Below blocks * tile vectors (16.5 MiB on the H200) the slices overlap (several workgroups read
+    each in a pass): those sizes are inside the caches. `per_item`: the bytes of one vector read."""
+    sizes, rates = [], []
+    ws = FIRST_BYTES
+    while ws <= max_bytes:
+        n, mask, shift = sweep_point(ws, blocks, tile)
+        passes, _ = calibrate(lambda p: run(p, n, mask, shift), Settings(sample_s=sample_s))
+        seconds = median([run(passes, n, mask, shift) for _ in range(3)])
+        sizes.append(ws)
+        rates.append(round(rate(passes * n, seconds, per_item, "GB/s"), 2))
+        ws *= 2
+    return {"x": "working_set_bytes", "y": "GB/s", "working_set_bytes": sizes, "GB/s": rates}
+
+
+
+
+@dataclass(frozen=True)
+class StreamKernel:
+    """One API's stream kernel: its source and entry point."""
+    source: str
+    entry: str
+
+
+def working_bytes(rt) -> int:
+    """The stream buffer: past every cache level, never more than a quarter of the memory budget
+    nor than one buffer may cover (a 4 GiB Vulkan binding failed silently on NVIDIA)."""
+    limit = rt.limits.max_buffer
+    if rt.info.kind == "cpu":
+        return min(CPU_BYTES, limit)
+    return int(min(STREAM_BYTES, rt.memory_budget() // 4, limit))
+
+
+def resident_groups(rt) -> int:
+    """The read grid: READ_BLOCKS_PER_UNIT workgroups per compute unit, all resident at once
+    (a CPU driver, or a GPU that does not say its units: one workgroup per STREAM_BLOCK threads
+    of one wave)."""
+    if rt.info.kind != "cpu" and rt.limits.units:
+        return rt.limits.units * READ_BLOCKS_PER_UNIT
+    return max(1, rt.grid_threads(1) // STREAM_BLOCK)
+
+
+LAYOUT_TEXT = {
+    "chunk": "a resident grid, a contiguous chunk per {group}, passes in the {program}",
+    "stride": "a resident grid striding through the buffer, passes in the {program}",
+    "rows": "the buffer as unroll rows, a {group} per column of each, passes * columns per {launch}",
+    "tile": "a {group} per tile of {size_key} * unroll vectors, passes * tiles per {launch}",
+}
+
+
+class StreamWorkload:
+    """memory.read / write / copy on one large buffer pair, filled with random-looking data.
+
+    The chunk and stride reads are a grid resident all at once (READ_BLOCKS_PER_UNIT workgroups
+    per compute unit) looping over the buffer `size` times inside the kernel: a line is reread
+    only after the rest of the buffer went by, so the L2 cannot serve it. The rows read
+    launches `size` * columns short-lived workgroups, taken in order; write and copy `size` *
+    tiles, one tile each (mem_stream.comp says why). An item is one vector of one pass."""
+
+    @release_on_failure
+    def __init__(self, test, variant, rt, kernel: StreamKernel):
+        self.test, self.variant, self.rt, self.name = test, variant, rt, variant.name
+        self.mode = test.dtype
+        self.layout, self.unroll = variant.name, variant.unroll
+        self.rows = self.mode == "read" and self.layout == "rows"
+        self.block = min(ROWS_BLOCK, rt.limits.max_block) if self.rows else STREAM_BLOCK
+        self.tile = self.block * self.unroll
+        self.resident = resident_groups(rt)
+        self.threads = self.resident * STREAM_BLOCK
+        self.step = self.tile if self.rows else self.threads * self.unroll
+        most = rt.max_groups(self.block) * self.tile                      # one workgroup per tile (or column)
+        # At least 4 steps: verify() runs two passes over two (the rows read: four) and checks past them.
+        self.n_vec = max(4 * self.step, min(working_bytes(rt) // 16, most) // self.step * self.step)
+        defines = {"MODE": MODES[self.mode], "UNROLL": self.unroll, "LAYOUT": LAYOUTS[self.layout]}
+        self.kernel = rt.compile(kernel.source, defines, kernel.entry, block=self.block, args="bbuuuu",
+                                 label=test.name)
+        self.src = rt.alloc(self.n_vec * 16)
+        out_vec = max(8, self.n_vec // self.tile) if self.rows else self.threads if self.mode == "read" else self.n_vec
+        self.dst = rt.alloc(out_vec * 16)
+        fill = rt.compile(kernel.source, {"MODE": MODES["fill"], "UNROLL": self.unroll}, kernel.entry,
+                          block=STREAM_BLOCK, args="bbuuuu", label="fill")
+        rt.launch(fill, self.resident, [self.dst, self.src, np.uint32(1), np.uint32(self.n_vec),
+                                        np.uint32(0xFFFFFFFF), np.uint32(0)])
+        rt.discard(fill)
+        w = rt.words
+        self.params = {"buffer_bytes": self.n_vec * 16, w.size_key: self.block,
+                       w.groups_key: self.resident if self.mode == "read" and not self.rows else self.n_vec // self.tile,
+                       "access_bytes": test.access_bytes, "unroll": self.unroll,
+                       "layout": LAYOUT_TEXT[self.layout].format(**vars(w)),
+                       "bytes_counted": "read + written" if self.mode == "copy" else self.mode}
+        self.evidence = rt.evidence(self.kernel)
+
+    def run(self, size: int, n_vec: int | None = None, mask: int = 0xFFFFFFFF, shift: int = 0) -> float:
+        n = n_vec or self.n_vec
+        if self.mode == "read" and not self.rows:
+            return self.rt.launch(self.kernel, self.resident, self._args(size, n, mask, shift))
+        per, repeat = pass_dispatches(size, n // self.tile, self.rt.max_groups(self.block))
+        return self.rt.launch(self.kernel, per * (n // self.tile), self._args(1, n, mask, shift), repeat=repeat)
+
+    def _args(self, passes, n, mask, shift) -> list:
+        return [self.src, self.dst, np.uint32(passes), np.uint32(n), np.uint32(mask), np.uint32(shift)]
+
+    def items(self, size: int) -> int:
+        return size * self.n_vec
+
+    def verify(self) -> str | None:
+        """The first few vectors per thread, checked in full against the host. The chunk and
+        stride reads run one pass; the others two, whose second must wrap round to the first's
+        work (check_wrapped)."""
+        wraps = self.rows or self.mode != "read"
+        n = self.step * (4 if self.rows else 2)
+        self.rt.fill(self.dst, 0xFF)
+        self.run(2 if wraps else 1, n)
+        if wraps:
+            outputs = n // self.tile if self.rows else n
+            got = np.frombuffer(self.rt.download(self.dst, 2 * outputs * 16), np.uint32)
+            return check_wrapped(self.mode, got, n, self.block, self.unroll, self.layout)
+        got = np.frombuffer(self.rt.download(self.dst, self.threads * 16), np.uint32)
+        return check_stream("read", got, n, self.resident, STREAM_BLOCK, self.layout)
+
+    def series(self) -> dict | None:
+        """The read sweep, once per test, on the chunk variant."""
+        return self.sweep(SWEEP_SAMPLE_S) if self.layout == "chunk" else None
+
+    def sweep(self, sample_s: float) -> dict:
+        if self.layout != "chunk":
+            raise ValueError(f"the bandwidth sweep runs on the chunk read, not {self.layout}")
+        return bandwidth_sweep(self.run, self.resident, self.tile, self.n_vec * 16, sample_s,
+                               self.test.per_item(self.variant))
+
+    def close(self) -> None:
+        release(self, self.rt.free, "src", "dst")
+        release(self, self.rt.discard, "kernel")
