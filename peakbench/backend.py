@@ -25,6 +25,12 @@ class Unsupported(Exception):
     """No native path for a test on this device; the message starts with [category]."""
 
 
+def first_line(e: BaseException) -> str:
+    """The first line of an exception's message, or its type where it says nothing."""
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
 def error_text(e: BaseException) -> str:
     """An exception's message for a person. C libraries and subprocesses hand over bytes, and the
     default str() of an exception carrying bytes (or of an OSError with a bytes file name) shows
@@ -116,6 +122,17 @@ class Device(Protocol):
         """The current core clock, where the platform can read it."""
 
     def close(self) -> None: ...
+
+
+class Enumerated:
+    """A backend whose devices were listed when it started (`_infos`), with nothing to release."""
+    _infos: list
+
+    def devices(self) -> list[DeviceInfo]:
+        return list(self._infos)
+
+    def close(self) -> None:
+        pass
 
 
 class Backend(Protocol):

@@ -32,6 +32,13 @@ def variants(test) -> tuple[Variant, ...]:
     return FAMILIES.get(test.kernel, (test.kernel, test.variants))[1]
 
 
+def support(test, rt, alu, matrix) -> str | None:
+    """A backend's rules `alu(test, rt)` and `matrix(test, rt)`; the memory, latency and launch
+    kernels run everywhere."""
+    rule = {"compute": alu, "matrix": matrix}.get(test.family)
+    return rule(test, rt) if rule else None
+
+
 def alu_kernel(test, variant: Variant, rt) -> AluKernel:
     family = FAMILIES.get(test.kernel, (test.kernel,))[0]
     element, lanes = ELEMENTS[test.dtype]

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import tempfile
 from collections import Counter
+from pathlib import Path
 
 # "/*0150*/   @!P0 HFMA2.MMA R4, R4, R2, R5 ;" -> HFMA2.MMA (the predicate is not part of it)
 _SASS = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)")
@@ -39,3 +42,16 @@ def count(listing: str, opcode: str) -> int:
 def evidence(listing: str | None, isa: str) -> dict:
     """A kernel's instruction mix for the JSON, where the platform's disassembler gave a listing."""
     return {"instruction_mix": instruction_mix(listing), "isa": isa} if listing else {}
+
+
+def run_on_file(command: list[str], data: bytes, name: str, timeout: float = 60) -> str | None:
+    """The standard output of `command` given a temporary file `name` holding `data` (appended
+    as its last argument), or None when the tool cannot run or fails."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_bytes(data)
+        try:
+            done = subprocess.run([*command, str(path)], capture_output=True, text=True, timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    return done.stdout if done.returncode == 0 else None

@@ -10,6 +10,7 @@ the scalars as 32-bit push constants; CUDA and HIP pass them as the kernel's par
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
@@ -104,6 +105,19 @@ class CompiledModules:
     disassembled code object (each supplies disassemble())."""
     limits: Limits
     arch: str
+
+    def compile(self, source: str, defines: dict, entry: str = "main", block: int = 1, args: str = "",
+                label: str = "") -> Kernel:
+        from peakbench.sources import SHADERS
+        return self.compile_text((SHADERS / source).read_text(), defines, entry, block)
+
+    def launch_times(self, kernel: Kernel, count: int) -> list[float]:
+        out = []
+        for _ in range(count):
+            t0 = time.perf_counter()
+            self._launch_one(kernel)           # one workgroup, no arguments, waited for
+            out.append(time.perf_counter() - t0)
+        return out
 
     def grid_threads(self, waves: int) -> int:
         return waves * self.limits.units * self.limits.threads_per_unit

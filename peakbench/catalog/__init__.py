@@ -63,6 +63,12 @@ class ComputeTest(TestSpec):
 class MatrixTest(TestSpec):
     """Matrix units. An item is one step of one accumulator tile of one tile owner."""
 
+    @property
+    def types(self) -> tuple[str, str]:
+        """(operand type, accumulator type), from dtype "a.c"."""
+        a, c = self.dtype.split(".")
+        return a, c
+
     def per_item(self, variant: Variant) -> float:
         return variant.ops_per_step
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import cupy as cp
 
-from peakbench.backend import DeviceInfo
+from peakbench.backend import DeviceInfo, Enumerated
 from peakbench.cuda import capabilities
 from peakbench.cuda.identity import nvml_facts, uuid_text
 from peakbench.cuda.runtime import CudaRuntime, arch_of
@@ -16,7 +16,7 @@ def _version(v: int) -> str:
     return f"{v // 1000}.{v % 1000 // 10}"
 
 
-class CudaBackend:
+class CudaBackend(Enumerated):
     name = "cuda"
 
     def __init__(self, count: int):
@@ -39,12 +39,6 @@ class CudaBackend:
                        "l2_bytes": p["l2CacheSize"], "memory_bytes": p["totalGlobalMem"],
                        "max_clock_mhz": p["clockRate"] // 1000}))
 
-    def devices(self) -> list[DeviceInfo]:
-        return list(self._infos)
-
     def open(self, index: int) -> Device:
         info = self._infos[index]
         return Device(CudaRuntime(index, info, self._props[index], ClockReader.for_device(info)), capabilities)
-
-    def close(self) -> None:
-        pass

@@ -29,24 +29,18 @@ NO_VECTOR = {
 
 
 def support(test: TestSpec, rt) -> str | None:
-    if test.family == "matrix":
-        from peakbench.cuda import tensor
-        return tensor.support(test, rt)
-    if test.family == "compute":
-        return alu_support(test, rt)
-    return None
+    from peakbench.cuda import tensor       # imports nothing of CuPy until a kernel is built
+    return kernels.support(test, rt, alu_support, tensor.support)
 
 
 def variants(test: TestSpec, rt) -> tuple[Variant, ...]:
-    if test.family == "matrix":
-        from peakbench.cuda import tensor
-        return tensor.variants(test, rt)
-    return kernels.variants(test)
+    from peakbench.cuda import tensor
+    return tensor.variants(test, rt) if test.family == "matrix" else kernels.variants(test)
 
 
 def matrix_workload(test: TestSpec, variant: Variant, rt):
-    from peakbench.cuda import tensor
-    return tensor.TensorWorkload(test, variant, rt)
+    from peakbench.cuda.tensor import TensorWorkload
+    return TensorWorkload(test, variant, rt)
 
 
 def alu_support(test: TestSpec, rt) -> str | None:

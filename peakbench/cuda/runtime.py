@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Sequence
 
@@ -16,7 +15,6 @@ from peakbench import listing
 from peakbench.backend import DeviceInfo
 from peakbench.cuda import sass
 from peakbench.runtime import CompiledModules, Kernel, Limits, Words
-from peakbench.sources import SHADERS
 
 MAX_DYNAMIC_SHARED = 8        # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 
@@ -66,10 +64,6 @@ class CudaRuntime(CompiledModules):
         self._start, self._end = cp.cuda.Event(), cp.cuda.Event()
 
     # Compilation -------------------------------------------------------------------------------
-    def compile(self, source: str, defines: dict, entry: str = "main", block: int = 1, args: str = "",
-                label: str = "") -> Kernel:
-        return self.compile_text((SHADERS / source).read_text(), defines, entry, block)
-
     def compile_text(self, source: str, defines: dict, kernel: str, block: int = 1) -> Kernel:
         options = [f"-arch={self.arch}", "--std=c++17", *(f"-I{d}" for d in include_dirs()),
                    *(f"-D{k}={v}" for k, v in defines.items())]
@@ -138,14 +132,9 @@ class CudaRuntime(CompiledModules):
         self._end.synchronize()
         return cp.cuda.get_elapsed_time(self._start, self._end) / 1e3
 
-    def launch_times(self, kernel: Kernel, count: int) -> list[float]:
-        out = []
-        for _ in range(count):
-            t0 = time.perf_counter()
-            self._call(kernel, 1, [], 0)
-            self.stream.synchronize()
-            out.append(time.perf_counter() - t0)
-        return out
+    def _launch_one(self, kernel: Kernel) -> None:
+        self._call(kernel, 1, [], 0)
+        self.stream.synchronize()
 
     # Sizing ------------------------------------------------------------------------------------
     def max_groups(self, block: int) -> int:

@@ -6,11 +6,9 @@ from __future__ import annotations
 import os
 import shutil
 import struct
-import subprocess
-import tempfile
 from pathlib import Path
 
-from peakbench.listing import count, instruction_mix, opcodes  # noqa: F401  (the SASS vocabulary)
+from peakbench.listing import count, instruction_mix, opcodes, run_on_file  # noqa: F401  (the SASS vocabulary)
 
 
 def whole_elf(binary: bytes) -> bytes:
@@ -40,17 +38,9 @@ def disassemble(cubin: bytes) -> str | None:
     """The SASS listing of a cubin, or None when no disassembler is installed or it fails."""
     if not cubin:
         return None
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "kernel.cubin"
-        path.write_bytes(cubin)
-        for name, args in (("cuobjdump", ["-sass"]), ("nvdisasm", [])):
-            exe = tool(name)
-            if not exe:
-                continue
-            try:
-                done = subprocess.run([exe, *args, str(path)], capture_output=True, text=True, timeout=60)
-            except (OSError, subprocess.TimeoutExpired):
-                continue
-            if done.returncode == 0 and opcodes(done.stdout):
-                return done.stdout
+    for name, args in (("cuobjdump", ["-sass"]), ("nvdisasm", [])):
+        exe = tool(name)
+        out = run_on_file([exe, *args], cubin, "kernel.cubin") if exe else None
+        if out and opcodes(out):
+            return out
     return None

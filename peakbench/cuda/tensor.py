@@ -128,14 +128,10 @@ def _arch(rt) -> str:
     return getattr(rt, "arch", None) or "sm_%d%d" % tuple(rt.cc)
 
 
-def _types(test: TestSpec) -> tuple[str, str]:
-    a, c = test.dtype.split(".")
-    return a, c
-
 
 def support(test: TestSpec, rt) -> str | None:
     """None when at least one path runs the test natively here, else the reason."""
-    a, c = _types(test)
+    a, c = test.types
     cc, arch = tuple(rt.cc), _arch(rt)
     if any(native(f, cc) for f in FORMS if f.test == test.dtype):
         return None

@@ -4,6 +4,7 @@ the capability table (targets.py) says the target runs the type natively."""
 from __future__ import annotations
 
 from peakbench.backend import BackendUnavailable
+from peakbench.backend import first_line
 
 INSTALL = ("pip install 'peakbench[rocm]', with hip-python matching the installed ROCm "
            "(e.g. pip install 'hip-python~=6.4.1' for ROCm 6.4.1)")
@@ -17,13 +18,13 @@ def create():
     except ImportError:
         raise BackendUnavailable(f"rocm backend: Python package 'hip-python' is not installed ({INSTALL})") from None
     except Exception as e:
-        raise BackendUnavailable(f"rocm backend: hip-python cannot load: {_first_line(e)}") from None
+        raise BackendUnavailable(f"rocm backend: hip-python cannot load: {first_line(e)}") from None
     # hip-python loads libamdhip64.so lazily: the first call is where a missing ROCm shows.
     try:
         result = hip.hipGetDeviceCount()
     except Exception as e:
         raise BackendUnavailable(f"rocm backend: the HIP runtime (libamdhip64.so) cannot be loaded "
-                                 f"({_first_line(e)}); install ROCm or put its lib folder on LD_LIBRARY_PATH") from None
+                                 f"({first_line(e)}); install ROCm or put its lib folder on LD_LIBRARY_PATH") from None
     err, count = (result[0], result[1]) if isinstance(result, tuple) else (result, 0)
     code = int(getattr(err, "value", err))
     name = getattr(err, "name", None) or str(err)
@@ -41,7 +42,3 @@ def create():
     except HipError as e:
         raise BackendUnavailable(f"rocm backend: {e}") from None
 
-
-def _first_line(e: Exception) -> str:
-    text = str(e).strip().splitlines()
-    return text[0] if text else type(e).__name__

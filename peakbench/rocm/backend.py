@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from peakbench.backend import DeviceInfo
+from peakbench.backend import DeviceInfo, Enumerated
 from peakbench.rocm import targets
 from peakbench.rocm.runtime import HipApi, HipRuntime, hip_version
 from peakbench.workloads import Device
@@ -121,7 +121,7 @@ class AmdSmiClock:
             pass
 
 
-class RocmBackend:
+class RocmBackend(Enumerated):
     name = "rocm"
 
     def __init__(self, hip, hiprtc, count: int, sysfs: Path | None = None, amdgpu: Path | None = None):
@@ -148,13 +148,7 @@ class RocmBackend:
                        "l2_bytes": p["l2CacheSize"], "memory_bytes": p["totalGlobalMem"],
                        "max_clock_mhz": (p["clockRate"] or 0) // 1000, "wave_size": p["warpSize"]}))
 
-    def devices(self) -> list[DeviceInfo]:
-        return list(self._infos)
-
     def open(self, index: int) -> Device:
         info = self._infos[index]
         rt = HipRuntime(self.api, index, info, self._props[index], AmdSmiClock.for_device(info.extra["pci_address"]))
         return Device(rt, targets)
-
-    def close(self) -> None:
-        pass

@@ -22,10 +22,6 @@ E2M1_BIAS = 1              # FP4 E2M1: 1 sign, 2 exponent, 1 mantissa bit
 FNUZ = {"fp8_e4m3": 8, "fp8_e5m2": 16}    # CDNA3's FP8 exponent biases (OCP's + 1; no -0, no inf)
 
 
-def _types(test: TestSpec) -> tuple[str, str]:
-    a, c = test.dtype.split(".")
-    return a, c
-
 
 def variants(test: TestSpec, rt) -> tuple[Variant, ...]:
     """One subgroup-scope shape per instruction the target has for these types."""
@@ -86,8 +82,8 @@ class MatrixWorkload(shared.MatrixWorkload):
 
     @release_on_failure
     def __init__(self, test: TestSpec, variant: Variant, rt):
-        a, c = _types(test)
         self.form = form_for(test, variant, rt.arch)
+        a, c = test.types
         fam = targets.family(rt.arch)
         self.wave = rt.limits.warp
         if self.wave != fam.wave:

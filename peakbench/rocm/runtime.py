@@ -14,9 +14,6 @@ import os
 import re
 import shutil
 import struct
-import subprocess
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -24,9 +21,9 @@ from typing import Sequence
 import numpy as np
 
 from peakbench.backend import DeviceInfo
+from peakbench.listing import run_on_file
 from peakbench.rocm import targets
 from peakbench.runtime import CompiledModules, Kernel, Limits, Words
-from peakbench.sources import SHADERS
 
 
 class HipError(RuntimeError):
@@ -145,10 +142,6 @@ class HipRuntime(CompiledModules):
         return [f"--offload-arch={self.target}", "-O3", "-std=c++17", *(f"-I{d}" for d in include_dirs()),
                 *(f"-D{k}={v}" for k, v in defines.items())]
 
-    def compile(self, source: str, defines: dict, entry: str = "main", block: int = 1, args: str = "",
-                label: str = "") -> Kernel:
-        return self.compile_text((SHADERS / source).read_text(), defines, entry, block)
-
     def compile_text(self, source: str, defines: dict, kernel: str, block: int = 1) -> Kernel:
         rtc = self.api.hiprtc
         options = self.compile_options(defines)
@@ -240,14 +233,9 @@ class HipRuntime(CompiledModules):
         ms = self.api.call(self.hip.hipEventElapsedTime, self._start, self._end)
         return float(ms) / 1e3
 
-    def launch_times(self, kernel: Kernel, count: int) -> list[float]:
-        out = []
-        for _ in range(count):
-            t0 = time.perf_counter()
-            self._launch(kernel, 1, None, 0)
-            self.api.call(self.hip.hipStreamSynchronize, self.stream)
-            out.append(time.perf_counter() - t0)
-        return out
+    def _launch_one(self, kernel: Kernel) -> None:
+        self._launch(kernel, 1, None, 0)
+        self.api.call(self.hip.hipStreamSynchronize, self.stream)
 
     # Sizing ------------------------------------------------------------------------------------
     def max_groups(self, block: int) -> int:
@@ -319,13 +307,5 @@ def disassemble(binary: bytes, arch: str) -> str | None:
     exe = objdump() if elf else None
     if not exe:
         return None
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "kernel.hsaco"
-        path.write_bytes(elf)
-        try:
-            done = subprocess.run([exe, "-d", f"--mcpu={arch}", str(path)], capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-    if done.returncode == 0 and _OPCODE.search(done.stdout):
-        return done.stdout
-    return None
+    out = run_on_file([exe, "-d", f"--mcpu={arch}"], elf, "kernel.hsaco")
+    return out if out and _OPCODE.search(out) else None

@@ -331,23 +331,17 @@ def alu_support(test: TestSpec, rt) -> str | None:
 
 # The device table the workloads read (peakbench/workloads/__init__.py) -------------------------
 def support(test: TestSpec, rt) -> str | None:
-    if test.family == "matrix":
-        return matrix_support(rt.arch, test.name)
-    if test.family == "compute":
-        return alu_support(test, rt)
-    return None
+    return kernels.support(test, rt, alu_support, lambda t, r: matrix_support(r.arch, t.name))
 
 
 def variants(test: TestSpec, rt) -> tuple[Variant, ...]:
-    if test.family == "matrix":
-        from peakbench.rocm import matrix
-        return matrix.variants(test, rt)
-    return kernels.variants(test)
+    from peakbench.rocm import matrix       # it imports this table
+    return matrix.variants(test, rt) if test.family == "matrix" else kernels.variants(test)
 
 
 def matrix_workload(test: TestSpec, variant: Variant, rt):
-    from peakbench.rocm import matrix
-    return matrix.MatrixWorkload(test, variant, rt)
+    from peakbench.rocm.matrix import MatrixWorkload
+    return MatrixWorkload(test, variant, rt)
 
 
 def table(arch: str) -> dict[str, dict]:

@@ -102,13 +102,9 @@ def query_flexible_shapes(instance, physical) -> list[Shape]:
     return out
 
 
-def _types(test: TestSpec) -> tuple[str, str]:
-    a, c = test.dtype.split(".")
-    return a, c
-
 
 def matching(test: TestSpec, shapes: list[Shape], scope: int = SCOPE_SUBGROUP) -> list[Shape]:
-    a, c = _types(test)
+    a, c = test.types
     ok_a, ok_c = OPERANDS.get(a, ()), ACCUMULATORS.get(c, ())
     return [s for s in shapes if s.a in ok_a and s.b == s.a and s.c in ok_c and s.result == s.c
             and s.scope == scope and not s.saturating
@@ -116,7 +112,7 @@ def matching(test: TestSpec, shapes: list[Shape], scope: int = SCOPE_SUBGROUP) -
 
 
 def support(test: TestSpec, rt) -> str | None:
-    a, c = _types(test)
+    a, c = test.types
     driver = rt.driver_label
     if a in NO_COMPONENT:
         return NO_COMPONENT[a]
@@ -204,9 +200,7 @@ class MatrixWorkload(shared.MatrixWorkload):
 
     @release_on_failure
     def __init__(self, test: TestSpec, variant: Variant, rt):
-        a, c = _types(test)
-        if variant.name.startswith("u8:"):
-            a, c = "uint8", "uint32"
+        a, c = ("uint8", "uint32") if variant.name.startswith("u8:") else test.types
         m, n, k = variant.shape
         self.accumulators = variant.accumulators or test.accumulators
         workgroup = variant.scope == "workgroup"
