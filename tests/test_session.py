@@ -179,3 +179,17 @@ def test_catalog_tests_run_on_the_fake_device(clock):
     for test in default_catalog().select(["compute.*"]):
         result, _ = run(device, test)
         assert result.status == ("unsupported" if not test.variants else "ok"), test.name
+
+
+def test_with_spec_builds_a_new_result_and_a_result_cannot_change():
+    measured = ok("compute.fp32", 50.0)
+    r = with_spec(measured, FAKE_SPEC)
+    assert r.pct_of_spec == 50.0 and measured.pct_of_spec is None and measured.spec_value is None
+    with pytest.raises(AttributeError):
+        r.value = 1.0
+
+
+def test_the_best_variants_samples_are_kept(clock):
+    r, device = run(FakeDevice(clock=clock))
+    assert r.status == "ok" and len(r.samples) == r.stats["samples"] == SETTINGS.min_samples
+    assert min(r.samples) == pytest.approx(r.stats["min"]) and max(r.samples) == pytest.approx(r.stats["max"])

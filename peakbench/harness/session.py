@@ -6,6 +6,7 @@ no native path is `unsupported` with the backend's [category] reason.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Callable
 
 from peakbench.backend import Unsupported, error_text
@@ -22,17 +23,17 @@ def _reason(e: Exception) -> str:
 
 
 def with_spec(result: Result, spec: GpuSpec | None) -> Result:
-    """Fill the spec columns: % of spec, and % of the peak at the clock measured during the test."""
+    """The result with its spec columns: % of spec, and % of the peak at the clock measured
+    during the test (a new Result; the one given is left as it is)."""
     peak = spec.peak(result.test) if spec else None
     if peak is None or result.value is None:
         return result
-    result.spec_value = peak
-    result.pct_of_spec = round(100 * result.value / peak, 1)
+    columns = {"spec_value": peak, "pct_of_spec": round(100 * result.value / peak, 1)}
     # Only arithmetic peaks scale with the core clock; memory and latency do not.
     if result.clock_mhz and result.test.split(".")[0] in ("compute", "matrix"):
         at_clock = peak * result.clock_mhz / spec.peak_clock_mhz(result.test)
-        result.pct_of_clock_peak = round(100 * result.value / at_clock, 1)
-    return result
+        columns["pct_of_clock_peak"] = round(100 * result.value / at_clock, 1)
+    return replace(result, **columns)
 
 
 def unsupported(test: TestSpec, reason: str) -> Result:
@@ -98,4 +99,4 @@ def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str
     series = evidence.pop("series", None) or next((v.evidence["series"] for v in variants if v.evidence.get("series")), None)
     return Result(test.name, "ok", test.unit, value=round_significant(best.summary.median, 4),
                   stats=best.summary.as_json(), clock_mhz=best.clock_mhz, params=params,
-                  evidence=evidence, series=series)
+                  evidence=evidence, series=series, samples=list(best.samples))

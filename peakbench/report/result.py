@@ -25,8 +25,9 @@ class ResultFileError(Exception):
     """A result file that cannot be read or written; the message names the file and the problem."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Result:
+    """One test's row, built once (with its spec columns, by harness/session.py)."""
     test: str
     status: str
     unit: str
@@ -40,6 +41,7 @@ class Result:
     params: dict = field(default_factory=dict)
     evidence: dict = field(default_factory=dict)
     series: dict | None = None
+    samples: list | None = None              # the best variant's per-sample values, in `unit`
 
     def __post_init__(self):
         if self.status not in STATUSES:
