@@ -38,6 +38,8 @@ if [ ${#packages[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 fi
 
+# The test set-up also brings clang-22 and AMD's device library, to check the ROCm kernels' ISA.
+[ "$want_tests" = 1 ] && scripts/rocm-isa-deps.sh
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 extras="nvml"

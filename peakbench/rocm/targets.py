@@ -20,6 +20,11 @@ Sources:
   [ISA]  AMD Instinct MI100 (CDNA1), MI200 (CDNA2), MI300 (CDNA3), MI350 (CDNA4) and RDNA3 / RDNA4
          instruction set reference guides: MFMA and WMMA opcode lists; CDNA3 FP8 is the FNUZ
          encoding (E4M3 bias 8, E5M2 bias 16), CDNA4 and RDNA4 use the OCP encoding.
+  [LLVM22] Compiler-checked: clang-22 (LLVM 22.1.8, Debian 12) compiles shaders/alu.cu, mem.cu and
+         matrix_amd.cu for every target below with the backend's defines, and tests/test_rocm_isa.py
+         checks each cell against the loop body of the assembly. Where it and the documents
+         disagreed, the compiler's answer is the table's (the cell says so). gfx940 and gfx941 are not
+         in LLVM 22 (removed in LLVM 21): gfx942 stands for CDNA3 there.
 """
 from __future__ import annotations
 
@@ -131,7 +136,12 @@ _ALU_COMMON = {
     "compute.int16": "v_mad_u16 / v_pk_mad_u16",
 }
 ALU_GCN = {**_ALU_COMMON, "compute.int8": "v_dot4_i32_i8 (__builtin_amdgcn_sdot4, dot1-insts)"}
-ALU_RDNA3 = {**_ALU_COMMON, "compute.int8": "v_dot4_i32_iu8 (__builtin_amdgcn_sudot4, dot8-insts)"}
+# RDNA has no v_mul_lo_u32 + v_add_u32 pair in the loop: LLVM 22 folds each step into one 64-bit
+# multiply-add whose low half is the 32-bit result [LLVM22] (the documents suggested the pair).
+_RDNA_INT32 = "v_mad_u64_u32 / v_mad_co_u64_u32 (one 64-bit multiply-add a step, gfx12 spells it _co_ [LLVM22])"
+ALU_RDNA2 = {**ALU_GCN, "compute.int32": _RDNA_INT32}
+ALU_RDNA3 = {**_ALU_COMMON, "compute.int32": _RDNA_INT32,
+             "compute.int8": "v_dot4_i32_iu8 (__builtin_amdgcn_sudot4, dot8-insts)"}
 # CDNA2+ also pairs FP32 lanes into v_pk_fma_f32 where the compiler vectorizes.
 ALU_CDNA2 = {**ALU_GCN, "compute.fp32": "v_fma_f32 / v_pk_fma_f32"}
 
@@ -229,7 +239,7 @@ CDNA4 = Family(
 
 RDNA2 = Family(
     "RDNA2", ("gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036"), 32, None,
-    ALU_GCN, matrix={},
+    ALU_RDNA2, matrix={},
     unsupported={**_no_matrix("RDNA2 (gfx103x) has no matrix instructions (WMMA arrives with RDNA3, gfx11)"),
                  **_gcn_vector_gaps("gfx1030")})
 
