@@ -83,7 +83,8 @@ def progress(text: str) -> None:
 
 def build_parser() -> Parser:
     p = Parser(prog="peakbench", description="GPU peak throughput, next to the vendor's spec sheet. "
-               "Subcommands: `peakbench compare A.json B.json ...`, `peakbench specs [NAME]`.")
+               "Subcommands: `peakbench compare A.json B.json ...`, `peakbench specs [NAME]`, "
+               "`peakbench fleet RESULT.json ...`.")
     p.add_argument("--backend", default="all",
                    help="vulkan, cuda, rocm, all (those that are available), or a comma list (default: all)")
     p.add_argument("--device", default="0", help="device index N, or all (default: 0)")
@@ -389,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
         with signals_interrupt():
             if argv and argv[0] == "compare":
                 return cmd_compare(argv[1:])
+            if argv and argv[0] == "fleet":
+                from peakbench.report import fleet
+                return fleet.main(argv[1:])
             if argv and argv[0] == "specs":
                 return cmd_specs(argv[1:])
             args = build_parser().parse_args(argv)
