@@ -356,7 +356,7 @@ made = {"vendor": device.info.vendor_id, "pipelines": []}
 for glsl_type in ("float", "f16vec2", "float"):
     code = compile_shader("alu_fma.comp", {"ACC": 8, "UNROLL": 64, "T": glsl_type, "IS_FLOAT": 1})
     before = ns.sizes(sys.argv[1])
-    device.pipeline(code, 2, 256, label=glsl_type)
+    device.rt.dev.pipeline(code, 2, 256, label=glsl_type)
     made["pipelines"].append((glsl_type, before, ns.sizes(sys.argv[1])))
 device.close()
 backend.close()
