@@ -1,4 +1,5 @@
-"""Command line: a thin dispatcher over the harness and the pure formatters.
+"""Command line: argument parsing, option checks, output resolution, subcommand dispatch and exit
+codes; the run itself (the devices x tests loop, saving, the outputs) is peakbench.harness.session.
 
 Exit status: 0 when every test ran (ok or unsupported); 1 when any failed, or after the run
 started something else did (an output or a plot that could not be written, an unexpected error:
@@ -7,8 +8,7 @@ of the options and output paths happens before the first test); 128 + the signal
 (130) or SIGTERM (143) ended the run, after the results so far were printed and written.
 
 Progress goes to stderr, tables to stdout, except when an output is `-` (or /dev/stdout): then
-standard output carries that output alone and the tables go to stderr. How each output path is
-written is in peakbench.report.result (regular files atomically, FIFOs and devices in place).
+standard output carries that output alone and the tables go to stderr.
 """
 from __future__ import annotations
 
@@ -24,12 +24,10 @@ from peakbench import __version__
 from peakbench.backend import BACKENDS, BackendUnavailable, error_text, load
 from peakbench.catalog import default_catalog
 from peakbench.harness.runner import Settings
-from peakbench.harness.session import run_test, with_spec
+from peakbench.harness.session import Session, describe
 from peakbench.report import compare as compare_mod
-from peakbench.report import render
-from peakbench.report.result import (Output, Result, ResultFileError, Run, check_writable, document, load_json,
-                                     new_document, save_json)
-from peakbench.specs import SpecError, load_database, match, resolve, find
+from peakbench.report.result import Output, ResultFileError, check_writable, load_json, new_document
+from peakbench.specs import SpecError, load_database, resolve, find
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 RUN_OPTIONS = ("backend", "device", "tests", "quick", "json", "csv", "markdown", "plot", "spec")
@@ -236,12 +234,6 @@ def check_plot_folder(folder: str) -> None:
         raise UsageError(f"--plot {folder}: cannot write there: {error_text(e)}") from None
 
 
-def describe(e: BaseException) -> str:
-    """One line naming an exception and what it says."""
-    text = error_text(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
-
-
 def cmd_run(args) -> int:
     tests = select_tests(args.tests)
     for option, path in (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown),
@@ -255,133 +247,21 @@ def cmd_run(args) -> int:
     settings = Settings.quick() if args.quick else Settings()
     # An output on standard output gets it alone: the tables go to stderr, after the progress.
     tables = sys.stderr if any(out.fd == 1 for out in outputs.values()) else sys.stdout
-    base = new_document({name: getattr(args, name) for name in RUN_OPTIONS})
-    runs: list[Run] = []
-    failed = False
-    signum = None
-    json_out = outputs.get("--json")
-    save_failed = False
-
-    def save():
-        nonlocal save_failed
-        # A FIFO or a stream cannot be rewritten: it gets the JSON once, at the end.
-        if json_out is None or not json_out.replace:
-            return
-        try:
-            save_json(json_out, document(runs, base))
-        except ResultFileError as e:       # said once; the save at the end tries again
-            if not save_failed:
-                progress(f"peakbench: error: {e}")
-            save_failed = True
-
+    session = Session(new_document({name: getattr(args, name) for name in RUN_OPTIONS}), outputs, progress)
     backends = open_backends(args.backend)
     try:
         plans = []
         for backend in backends:
             infos = backend.devices()
             plans += [(backend, i) for i in device_indices(args.device, len(infos), backend.name)]
-        try:
-            failed = measure(plans, tests, settings, specs, forced, runs, save)
-        except KeyboardInterrupt as e:    # Ctrl-C, or SIGTERM raised as Interrupted
-            signum = getattr(e, "signum", signal.SIGINT)
-            progress(f"interrupted ({signal.Signals(signum).name}): keeping the results measured so far")
-        except Exception as e:            # a bug or a broken backend: what was measured is still written
-            progress(f"peakbench: error: {describe(e)}")
-            failed = True
+        session.measure(plans, tests, settings, specs, forced)
     finally:
         for b in backends:
             b.close()
-    failed |= not write_outputs(runs, base, signum is not None, outputs, tables, args.plot)
-    if signum is not None:
-        return 128 + signum
-    return EXIT_FAILED if failed else EXIT_OK
-
-
-def measure(plans, tests, settings, specs, forced, runs: list[Run], save) -> bool:
-    """Run every test on every planned device, appending to `runs` and saving after each test;
-    True when any failed."""
-    failed = False
-    for backend, index in plans:
-        info = backend.devices()[index]
-        spec = forced or match(specs, info.name, info.vendor_id, info.device_id)
-        run = Run(backend.name, info.as_json(), spec.as_json() if spec else None)
-        runs.append(run)
-        progress(f"[{backend.name}:{index}] {info.name} ({info.driver}); "
-                 f"spec: {spec.name if spec else 'none matched'}")
-        try:
-            device = backend.open(index)
-        except Exception as e:   # the device cannot be opened: its tests fail, the run goes on
-            failed = True
-            reason = f"cannot open the device: {describe(e)}"
-            progress(f"  {reason}")
-            run.results += [Result(t.name, "failed", t.unit, reason=reason) for t in tests]
-            save()
-            continue
-        try:
-            for test in tests:
-                progress(f"[{backend.name}:{index}] {test.name} ...")
-                result = run_test(device, test, settings, progress, spec)
-                try:
-                    result = with_spec(result, spec)
-                except Exception as e:       # a spec entry that cannot be applied: say so, go on
-                    progress(f"  {test.name}: spec '{spec.name}' not applied: {describe(e)}")
-                failed |= result.status == "failed"
-                if result.status != "ok":
-                    progress(f"  {test.name}: {result.status}: {result.reason}")
-                run.results.append(result)
-                save()
-        finally:
-            try:
-                device.close()
-            except Exception as e:     # e.g. a kernel fault reported at the last synchronize
-                failed = True
-                progress(f"[{backend.name}:{index}] closing the device failed: {describe(e)}")
-    return failed
-
-
-def write_outputs(runs: list[Run], base: dict, interrupted: bool, outputs: dict[str, Output], tables,
-                  plot: str | None) -> bool:
-    """The tables, every output file and the plots, each on its own: one that fails is one line
-    on stderr and the others are still written. False when any failed."""
-    doc = document(runs, base, interrupted)
-    docs = doc["runs"]
-
-    def print_tables():
-        for run in docs:
-            print(render.table(run), file=tables)
-            print(file=tables)
-        for heading, text in compare_mod.side_by_side(docs):
-            print(f"{heading}\n{text}\n", file=tables)
-
-    def markdown():
-        both = "".join(f"\n### {heading}\n\n{text}\n" for heading, text in compare_mod.side_by_side(docs, "github"))
-        outputs["--markdown"].write(render.markdown(docs) + both)
-
-    def plots():
-        from peakbench.report import plots as plots_mod
-        for path in plots_mod.write(docs, plot):
-            progress(f"plot: {path}")
-
-    steps = [("tables", print_tables)]
-    if "--json" in outputs:
-        steps.append(("--json", lambda: save_json(outputs["--json"], doc)))
-    if "--csv" in outputs:
-        steps.append(("--csv", lambda: outputs["--csv"].write(render.csv_text(docs))))
-    if "--markdown" in outputs:
-        steps.append(("--markdown", markdown))
-    if plot:
-        steps.append((f"--plot {plot}", plots))
-    ok = True
-    for what, step in steps:
-        try:
-            step()
-        except ResultFileError as e:       # names the file and the problem already
-            progress(f"peakbench: error: {e}")
-            ok = False
-        except Exception as e:
-            progress(f"peakbench: error: {what}: {describe(e)}")
-            ok = False
-    return ok
+    session.write_outputs(tables, args.plot)
+    if session.signum is not None:
+        return 128 + session.signum
+    return EXIT_FAILED if session.failed else EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,6 +14,7 @@ from fakes import FakeBackend, FakeDevice, FakeWorkload, fake_info
 from helpers import run_peakbench
 from peakbench import cli
 from peakbench.backend import BackendUnavailable
+from peakbench.harness import session
 from peakbench.harness.runner import Settings
 from peakbench.report.result import SCHEMA, ResultFileError, load_json, new_document, save_json
 
@@ -156,14 +157,14 @@ def test_results_without_options_or_interrupted_still_load(tmp_path):
 
 
 def test_an_unexpected_error_mid_run_keeps_the_results(capsys, fake, files, monkeypatch):
-    real_run_test = cli.run_test
+    real_run_test = session.run_test
 
     def run_test(device, test, *args):
         if test.name == "compute.int32":
             raise RuntimeError("harness bug")     # escapes the harness, unlike a failed test
         return real_run_test(device, test, *args)
 
-    monkeypatch.setattr(cli, "run_test", run_test)
+    monkeypatch.setattr(session, "run_test", run_test)
     code, out, err = run_fake(capsys, files, "--tests", "compute.fp32,compute.int32")
     assert code == 1 and "Traceback" not in err
     assert "peakbench: error: RuntimeError: harness bug" in err.splitlines()

@@ -1,10 +1,15 @@
-"""Run catalog tests on one opened device: support check, verify, measure, compare to spec.
+"""A run: every test on every planned device (peakbench.cli plans them), and its outputs.
 
-A test that raises or mismatches the host reference is `failed` and the run goes on; a test with
-no native path is `unsupported` with the backend's [category] reason.
+run_test runs one catalog test on one opened device: support check, verify, measure, compare to
+spec. A test that raises or mismatches the host reference is `failed` and the run goes on; a test
+with no native path is `unsupported` with the backend's [category] reason. A Session loops over
+the devices and tests, saves the JSON after each test, and at the end writes the tables, the
+outputs and the plots, each on its own. How each output path is written is in
+peakbench.report.result (regular files atomically, FIFOs and devices in place).
 """
 from __future__ import annotations
 
+import signal
 import time
 from dataclasses import replace
 from typing import Callable
@@ -13,13 +18,20 @@ from peakbench.backend import Unsupported, error_text
 from peakbench.catalog import TestSpec
 from peakbench.harness.runner import Settings, VariantResult, measure
 from peakbench.harness.stats import round_significant
-from peakbench.report.result import CATEGORIES, Result
-from peakbench.specs import GpuSpec
+from peakbench.report import compare, render
+from peakbench.report.result import CATEGORIES, Output, Result, ResultFileError, Run, document, save_json
+from peakbench.specs import GpuSpec, match
+
+
+def describe(e: BaseException) -> str:
+    """One line naming an exception and what it says."""
+    text = error_text(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
 
 
 def _reason(e: Exception) -> str:
-    text = error_text(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
+    """describe(e) as a failed result's reason: without a trailing colon."""
+    return describe(e).rstrip(": ")
 
 
 def with_spec(result: Result, spec: GpuSpec | None) -> Result:
@@ -100,3 +112,123 @@ def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str
     return Result(test.name, "ok", test.unit, value=round_significant(best.summary.median, 4),
                   stats=best.summary.as_json(), clock_mhz=best.clock_mhz, params=params,
                   evidence=evidence, series=series, samples=list(best.samples))
+
+
+class Session:
+    """One run of `peakbench`: the results of every planned device (`runs`), whether any test or
+    output failed, and the signal that ended it, if one did. `base` is the JSON document without
+    its runs; `outputs` the checked --json, --csv and --markdown targets."""
+
+    def __init__(self, base: dict, outputs: dict[str, Output], progress: Callable[[str], None]):
+        self.base, self.outputs, self.progress = base, outputs, progress
+        self.runs: list[Run] = []
+        self.failed = False
+        self.signum: int | None = None
+        self._save_failed = False
+
+    def save(self) -> None:
+        """The JSON so far, after each test. A FIFO or a stream cannot be rewritten: it gets the
+        JSON once, at the end."""
+        out = self.outputs.get("--json")
+        if out is None or not out.replace:
+            return
+        try:
+            save_json(out, document(self.runs, self.base))
+        except ResultFileError as e:       # said once; the save at the end tries again
+            if not self._save_failed:
+                self.progress(f"peakbench: error: {e}")
+            self._save_failed = True
+
+    def measure(self, plans, tests, settings: Settings, specs, forced: GpuSpec | None) -> None:
+        """Every test on every planned (backend, device index), saving after each test. Ctrl-C or
+        SIGTERM (raised as a KeyboardInterrupt) and an unexpected error end the loop; what was
+        measured so far is kept for the outputs."""
+        try:
+            for backend, index in plans:
+                self.measure_device(backend, index, tests, settings, specs, forced)
+        except KeyboardInterrupt as e:
+            self.signum = getattr(e, "signum", signal.SIGINT)
+            self.progress(f"interrupted ({signal.Signals(self.signum).name}): keeping the results measured so far")
+        except Exception as e:            # a bug or a broken backend: what was measured is still written
+            self.progress(f"peakbench: error: {describe(e)}")
+            self.failed = True
+
+    def measure_device(self, backend, index: int, tests, settings: Settings, specs,
+                       forced: GpuSpec | None) -> None:
+        """Every test on one device; one that cannot be opened fails all its tests."""
+        progress = self.progress
+        info = backend.devices()[index]
+        spec = forced or match(specs, info.name, info.vendor_id, info.device_id)
+        run = Run(backend.name, info.as_json(), spec.as_json() if spec else None)
+        self.runs.append(run)
+        progress(f"[{backend.name}:{index}] {info.name} ({info.driver}); "
+                 f"spec: {spec.name if spec else 'none matched'}")
+        try:
+            device = backend.open(index)
+        except Exception as e:   # the device cannot be opened: its tests fail, the run goes on
+            self.failed = True
+            reason = f"cannot open the device: {describe(e)}"
+            progress(f"  {reason}")
+            run.results += [Result(t.name, "failed", t.unit, reason=reason) for t in tests]
+            self.save()
+            return
+        try:
+            for test in tests:
+                progress(f"[{backend.name}:{index}] {test.name} ...")
+                result = run_test(device, test, settings, progress, spec)
+                try:
+                    result = with_spec(result, spec)
+                except Exception as e:       # a spec entry that cannot be applied: say so, go on
+                    progress(f"  {test.name}: spec '{spec.name}' not applied: {describe(e)}")
+                self.failed |= result.status == "failed"
+                if result.status != "ok":
+                    progress(f"  {test.name}: {result.status}: {result.reason}")
+                run.results.append(result)
+                self.save()
+        finally:
+            try:
+                device.close()
+            except Exception as e:     # e.g. a kernel fault reported at the last synchronize
+                self.failed = True
+                progress(f"[{backend.name}:{index}] closing the device failed: {describe(e)}")
+
+    def write_outputs(self, tables, plot: str | None) -> None:
+        """The tables (to the stream `tables`), every output file and the plots, each on its own:
+        one that fails is one line on stderr, the others are still written, and the run failed."""
+        doc = document(self.runs, self.base, self.signum is not None)
+        docs, outputs = doc["runs"], self.outputs
+
+        def print_tables():
+            for run in docs:
+                print(render.table(run), file=tables)
+                print(file=tables)
+            for heading, text in compare.side_by_side(docs):
+                print(f"{heading}\n{text}\n", file=tables)
+
+        def markdown():
+            both = "".join(f"\n### {heading}\n\n{text}\n" for heading, text in compare.side_by_side(docs, "github"))
+            outputs["--markdown"].write(render.markdown(docs) + both)
+
+        def plots():
+            from peakbench.report import plots as plots_mod
+            for path in plots_mod.write(docs, plot):
+                self.progress(f"plot: {path}")
+
+        steps = [("tables", print_tables)]
+        if "--json" in outputs:
+            steps.append(("--json", lambda: save_json(outputs["--json"], doc)))
+        if "--csv" in outputs:
+            steps.append(("--csv", lambda: outputs["--csv"].write(render.csv_text(docs))))
+        if "--markdown" in outputs:
+            steps.append(("--markdown", markdown))
+        if plot:
+            steps.append((f"--plot {plot}", plots))
+        for what, step in steps:
+            try:
+                step()
+            except ResultFileError as e:       # names the file and the problem already
+                self.progress(f"peakbench: error: {e}")
+                self.failed = True
+            except Exception as e:
+                self.progress(f"peakbench: error: {what}: {describe(e)}")
+                self.failed = True
