@@ -6,6 +6,7 @@ package or driver becomes BackendUnavailable with a hint, never a traceback.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import os
@@ -29,6 +30,19 @@ def first_line(e: BaseException) -> str:
     """The first line of an exception's message, or its type where it says nothing."""
     text = str(e).strip().splitlines()
     return text[0] if text else type(e).__name__
+
+
+@contextlib.contextmanager
+def vendor_import(backend: str, package: str, title: str, install: str):
+    """Around a backend's import of its vendor package: a package that is missing, or that fails
+    as it loads (a wheel for another driver version), is BackendUnavailable saying so and how to
+    install it."""
+    try:
+        yield
+    except ImportError:
+        raise BackendUnavailable(f"{backend} backend: Python package '{package}' is not installed ({install})") from None
+    except Exception as e:
+        raise BackendUnavailable(f"{backend} backend: {title} cannot load: {first_line(e)}") from None
 
 
 def error_text(e: BaseException) -> str:

@@ -1,7 +1,9 @@
 """The CUDA-dialect kernels of shaders/*.cu, which CUDA (NVRTC) and HIP (hiprtc) compile from one
 source (their thin dialect layer picks HIP's names under __HIP_PLATFORM_AMD__): the defines and
-element types each family takes, as data both backends' capability tables use."""
+element types each family takes, and the capability table both backends build from their rules."""
 from __future__ import annotations
+
+import importlib
 
 from peakbench.catalog import Variant
 from peakbench.catalog.compute import fma
@@ -32,13 +34,6 @@ def variants(test) -> tuple[Variant, ...]:
     return FAMILIES.get(test.kernel, (test.kernel, test.variants))[1]
 
 
-def support(test, rt, alu, matrix) -> str | None:
-    """A backend's rules `alu(test, rt)` and `matrix(test, rt)`; the memory, latency and launch
-    kernels run everywhere."""
-    rule = {"compute": alu, "matrix": matrix}.get(test.family)
-    return rule(test, rt) if rule else None
-
-
 def alu_kernel(test, variant: Variant, rt) -> AluKernel:
     family = FAMILIES.get(test.kernel, (test.kernel,))[0]
     element, lanes = ELEMENTS[test.dtype]
@@ -46,3 +41,33 @@ def alu_kernel(test, variant: Variant, rt) -> AluKernel:
                "VEC": variant.width // lanes, "ACC": test.accumulators, "UNROLL": variant.unroll}
     return AluKernel("alu.cu", "alu", family, defines, {"kernel": f"alu.cu ({family}, {element})"},
                      bf16_words=True)
+
+
+class Table:
+    """The capability table (what peakbench.workloads.Device reads) of a backend that runs these
+    kernels: the backend's vector-ALU rule `alu_support(test, rt)`, and its matrix module, named
+    here and imported when first asked (it may import the backend's table), with support(test,
+    rt), variants(test, rt) and workload(test, variant, rt). The memory, latency and launch
+    kernels run everywhere; the other families take the catalog's variants."""
+    STREAM, EMPTY, LAUNCH_PARAMS = STREAM, EMPTY, LAUNCH_PARAMS
+    alu_kernel = staticmethod(alu_kernel)
+    chase_kernel = staticmethod(chase_kernel)
+
+    def __init__(self, alu_support, matrix: str):
+        self.alu_support, self.matrix_module = alu_support, matrix
+
+    def matrix(self):
+        return importlib.import_module(self.matrix_module)
+
+    def support(self, test, rt) -> str | None:
+        if test.family == "compute":
+            return self.alu_support(test, rt)
+        if test.family == "matrix":
+            return self.matrix().support(test, rt)
+        return None
+
+    def variants(self, test, rt) -> tuple[Variant, ...]:
+        return self.matrix().variants(test, rt) if test.family == "matrix" else variants(test)
+
+    def matrix_workload(self, test, variant: Variant, rt):
+        return self.matrix().workload(test, variant, rt)

@@ -2,19 +2,14 @@
 (sm_90a on Hopper, so wgmma is available), timed with CUDA events, SM clock from NVML."""
 from __future__ import annotations
 
-from peakbench.backend import BackendUnavailable
-from peakbench.backend import first_line
+from peakbench.backend import BackendUnavailable, first_line, vendor_import
 
 INSTALL = "pip install 'peakbench[cuda]', which brings cupy-cuda12x with NVRTC"
 
 
 def create():
-    try:
+    with vendor_import("cuda", "cupy", "CuPy", INSTALL):     # a wheel for another CUDA major fails as it loads
         import cupy
-    except ImportError:
-        raise BackendUnavailable(f"cuda backend: Python package 'cupy' is not installed ({INSTALL})") from None
-    except Exception as e:        # a CuPy wheel for another CUDA major fails here, not at ImportError
-        raise BackendUnavailable(f"cuda backend: CuPy cannot load: {first_line(e)}") from None
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:

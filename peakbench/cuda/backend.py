@@ -41,4 +41,4 @@ class CudaBackend(Enumerated):
 
     def open(self, index: int) -> Device:
         info = self._infos[index]
-        return Device(CudaRuntime(index, info, self._props[index], ClockReader.for_device(info)), capabilities)
+        return Device(CudaRuntime(index, info, self._props[index], ClockReader.for_device(info)), capabilities.TABLE)

@@ -9,8 +9,7 @@ fma.rn.bf16x2 sm_80, dp4a sm_61. FP8, INT4 and FP4 have conversion instructions 
 from __future__ import annotations
 
 from peakbench import kernels
-from peakbench.catalog import TestSpec, Variant
-from peakbench.kernels import EMPTY, LAUNCH_PARAMS, STREAM, alu_kernel, chase_kernel  # noqa: F401  (the table)
+from peakbench.catalog import TestSpec
 
 MIN_CC = {"fp16": (5, 3), "bf16": (8, 0), "int8": (6, 1)}
 INSTRUCTION = {"fp64": "DFMA", "fp32": "FFMA", "fp16": "HFMA2", "bf16": "HFMA2.BF16", "int32": "IMAD",
@@ -28,21 +27,6 @@ NO_VECTOR = {
 }
 
 
-def support(test: TestSpec, rt) -> str | None:
-    from peakbench.cuda import tensor       # imports nothing of CuPy until a kernel is built
-    return kernels.support(test, rt, alu_support, tensor.support)
-
-
-def variants(test: TestSpec, rt) -> tuple[Variant, ...]:
-    from peakbench.cuda import tensor
-    return tensor.variants(test, rt) if test.family == "matrix" else kernels.variants(test)
-
-
-def matrix_workload(test: TestSpec, variant: Variant, rt):
-    from peakbench.cuda.tensor import TensorWorkload
-    return TensorWorkload(test, variant, rt)
-
-
 def alu_support(test: TestSpec, rt) -> str | None:
     if test.dtype in NO_VECTOR or not test.kernel:
         return NO_VECTOR.get(test.dtype, "[hardware] no NVIDIA vector instruction")
@@ -51,3 +35,7 @@ def alu_support(test: TestSpec, rt) -> str | None:
         return (f"[hardware] {INSTRUCTION[test.dtype]} needs compute capability {need[0]}.{need[1]}; "
                 f"this GPU is {rt.cc[0]}.{rt.cc[1]}")
     return None
+
+
+# The device table the workloads read (peakbench/workloads/__init__.py).
+TABLE = kernels.Table(alu_support, "peakbench.cuda.tensor")

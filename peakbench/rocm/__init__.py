@@ -3,8 +3,7 @@ target, timed with HIP events, GFX clock from amdsmi; MFMA on CDNA and WMMA on R
 the capability table (targets.py) says the target runs the type natively."""
 from __future__ import annotations
 
-from peakbench.backend import BackendUnavailable
-from peakbench.backend import first_line
+from peakbench.backend import BackendUnavailable, first_line, vendor_import
 
 INSTALL = ("pip install 'peakbench[rocm]', with hip-python matching the installed ROCm "
            "(e.g. pip install 'hip-python~=6.4.1' for ROCm 6.4.1)")
@@ -13,12 +12,8 @@ NO_DRIVER = 35                   # hipErrorInsufficientDriver
 
 
 def create():
-    try:
+    with vendor_import("rocm", "hip-python", "hip-python", INSTALL):
         from hip import hip, hiprtc
-    except ImportError:
-        raise BackendUnavailable(f"rocm backend: Python package 'hip-python' is not installed ({INSTALL})") from None
-    except Exception as e:
-        raise BackendUnavailable(f"rocm backend: hip-python cannot load: {first_line(e)}") from None
     # hip-python loads libamdhip64.so lazily: the first call is where a missing ROCm shows.
     try:
         result = hip.hipGetDeviceCount()

@@ -151,4 +151,4 @@ class RocmBackend(Enumerated):
     def open(self, index: int) -> Device:
         info = self._infos[index]
         rt = HipRuntime(self.api, index, info, self._props[index], AmdSmiClock.for_device(info.extra["pci_address"]))
-        return Device(rt, targets)
+        return Device(rt, targets.TABLE)

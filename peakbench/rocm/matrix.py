@@ -23,6 +23,10 @@ FNUZ = {"fp8_e4m3": 8, "fp8_e5m2": 16}    # CDNA3's FP8 exponent biases (OCP's +
 
 
 
+def support(test: TestSpec, rt) -> str | None:
+    return targets.matrix_support(rt.arch, test.name)
+
+
 def variants(test: TestSpec, rt) -> tuple[Variant, ...]:
     """One subgroup-scope shape per instruction the target has for these types."""
     return tuple(dict.fromkeys(catalog.shape(f.m, f.n, f.k) for f in targets.matrix_forms(rt.arch, test.name)))
@@ -119,3 +123,7 @@ class MatrixWorkload(shared.MatrixWorkload):
 
     def operands(self, verify: bool) -> bytes:
         return operand_bytes(self.inputs, verify, self.fp8)
+
+
+def workload(test: TestSpec, variant: Variant, rt) -> MatrixWorkload:
+    return MatrixWorkload(test, variant, rt)

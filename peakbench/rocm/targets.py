@@ -31,8 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from peakbench import kernels
-from peakbench.catalog import TestSpec, Variant
-from peakbench.kernels import EMPTY, LAUNCH_PARAMS, STREAM, alu_kernel, chase_kernel  # noqa: F401  (the table)
+from peakbench.catalog import TestSpec
 
 
 @dataclass(frozen=True)
@@ -339,19 +338,8 @@ def alu_support(test: TestSpec, rt) -> str | None:
     return alu_reason(rt.arch, test.name)
 
 
-# The device table the workloads read (peakbench/workloads/__init__.py) -------------------------
-def support(test: TestSpec, rt) -> str | None:
-    return kernels.support(test, rt, alu_support, lambda t, r: matrix_support(r.arch, t.name))
-
-
-def variants(test: TestSpec, rt) -> tuple[Variant, ...]:
-    from peakbench.rocm import matrix       # it imports this table
-    return matrix.variants(test, rt) if test.family == "matrix" else kernels.variants(test)
-
-
-def matrix_workload(test: TestSpec, variant: Variant, rt):
-    from peakbench.rocm.matrix import MatrixWorkload
-    return MatrixWorkload(test, variant, rt)
+# The device table the workloads read (peakbench/workloads/__init__.py); rocm/matrix.py imports this module.
+TABLE = kernels.Table(alu_support, "peakbench.rocm.matrix")
 
 
 def table(arch: str) -> dict[str, dict]:

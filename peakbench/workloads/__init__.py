@@ -1,8 +1,9 @@
 """One workload per test family, written once against peakbench/runtime.py, and the Device that
 serves them to the harness.
 
-A backend supplies a runtime and a capability table (a module): which tests run on a device and
-why not, the variants it offers, and per family the kernel it runs as data:
+A backend supplies a runtime and a capability table (a module, or for the backends that run
+shaders/*.cu a peakbench.kernels.Table): which tests run on a device and why not, the variants it
+offers, and per family the kernel it runs as data:
 
     support(test, rt) -> reason | None       variants(test, rt) -> tuple[Variant]
     alu_kernel(test, variant, rt) -> alu.AluKernel
@@ -12,8 +13,6 @@ why not, the variants it offers, and per family the kernel it runs as data:
 """
 from __future__ import annotations
 
-from types import ModuleType
-
 from peakbench.backend import Unsupported
 from peakbench.workloads import alu, chase, launch, stream
 
@@ -21,7 +20,7 @@ from peakbench.workloads import alu, chase, launch, stream
 class Device:
     """One opened device behind the core's Device interface (peakbench/backend.py)."""
 
-    def __init__(self, rt, table: ModuleType):
+    def __init__(self, rt, table):
         self.rt, self.info, self.table = rt, rt.info, table
         self.chase_sweep = None        # one latency sweep serves every latency.* test
 
