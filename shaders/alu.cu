@@ -6,7 +6,8 @@
 // Lanes travel in E, the element one instruction works on: double, float, int, short; __half2 and
 // bfloat162 hold two lanes (HFMA2 / HFMA2.BF16: 4 ops); dot4x8 packs four 8-bit lanes in an int
 // (DP4A: 8 ops). Steps: floats x = fma(x, b, c); integers x = x * b + c; dot4x8 x = x + dot(x, b).
-// Defines: E, STEP (FMA, MAD or DOT4X8), VEC (elements per accumulator), ACC, UNROLL.
+// Defines: E, STEP_DOT4X8, VEC (elements per accumulator), ACC, UNROLL; SEEDS, the seed rows
+// (workloads/alu.py defines it).
 #if defined(__HIP_PLATFORM_AMD__)
 #include <hip/hip_fp16.h>
 #include <hip/hip_bf16.h>
@@ -36,8 +37,8 @@ __device__ __forceinline__ int step(int x, int b, int c) { return x * b + c; }
 
 extern "C" __global__ void alu(E* __restrict__ out, const E* __restrict__ in, unsigned iterations) {
     const unsigned gid = blockIdx.x * blockDim.x + threadIdx.x;
-    // Input: 256 seed rows of VEC elements, then b and c rows (dot4x8: b only).
-    const E* b = in + 256 * VEC;
+    // Input: SEEDS seed rows of VEC elements, then b and c rows (dot4x8: b only).
+    const E* b = in + SEEDS * VEC;
     const E* c = b + VEC;
     E acc[ACC][VEC], bb[VEC], cc[VEC];
 #pragma unroll
@@ -48,7 +49,7 @@ extern "C" __global__ void alu(E* __restrict__ out, const E* __restrict__ in, un
 #pragma unroll
     for (int k = 0; k < ACC; k++)
 #pragma unroll
-        for (int v = 0; v < VEC; v++) acc[k][v] = in[((gid * ACC + k) % 256) * VEC + v];
+        for (int v = 0; v < VEC; v++) acc[k][v] = in[((gid * ACC + k) % SEEDS) * VEC + v];
     for (unsigned i = 0; i < iterations; i++)
 #pragma unroll
         for (int u = 0; u < UNROLL; u++)

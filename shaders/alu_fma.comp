@@ -8,20 +8,21 @@
 // wrapping arithmetic is a ring; such a kernel would report more than the ALU's peak. x * x + c
 // cannot be composed, but it forgets its seed within a few steps, so a check of the output could
 // not tell whether the steps ran, and NVIDIA runs it 19% slower on int16: see
-// PERFORMANCE_ANALYSIS.md.) Defines: T, IS_FLOAT, ACC, UNROLL.
+// PERFORMANCE_ANALYSIS.md.) Defines: T, IS_FLOAT, ACC, UNROLL; SEEDS, the seed rows (workloads/alu.py
+// defines it).
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 #extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x_id = 0) in;
 layout(push_constant) uniform Push { uint iterations; } push;
 layout(std430, binding = 0) writeonly buffer Out { T result[]; };
-layout(std430, binding = 1) readonly buffer In { T seeds[256]; T b; T c; };
+layout(std430, binding = 1) readonly buffer In { T seeds[SEEDS]; T b; T c; };
 
 void main() {
     uint gid = gl_GlobalInvocationID.x;
     T b_ = b, c_ = c;
     T acc[ACC];
-    [[unroll]] for (uint k = 0; k < ACC; k++) acc[k] = seeds[(gid * ACC + k) % 256];
+    [[unroll]] for (uint k = 0; k < ACC; k++) acc[k] = seeds[(gid * ACC + k) % SEEDS];
     for (uint i = 0; i < push.iterations; i++) {
         [[unroll]] for (uint u = 0; u < UNROLL; u++) {
             [[unroll]] for (uint k = 0; k < ACC; k++) {

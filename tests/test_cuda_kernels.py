@@ -13,6 +13,7 @@ import pytest
 
 from peakbench.catalog import alu_reference as ref
 from peakbench.catalog.matrix_reference import _encode
+from peakbench.workloads import alu as alu_workload
 from peakbench.workloads import chase as chase_workload
 
 SOURCE = Path(__file__).resolve().parents[1] / "shaders" / "alu.cu"
@@ -26,7 +27,8 @@ IDS = [c[0] for c in CASES]
 
 
 def defines(kernel, element, lanes, width):
-    return {"E": element, "STEP_DOT4X8": int(kernel == "dot4x8"), "VEC": width // lanes, "ACC": ACC, "UNROLL": UNROLL}
+    return {"E": element, "STEP_DOT4X8": int(kernel == "dot4x8"), "VEC": width // lanes, "ACC": ACC, "UNROLL": UNROLL,
+            **alu_workload.DEFINES}
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
@@ -41,6 +43,14 @@ def test_ptx_issues_the_native_instruction(tmp_path, dtype, kernel, element, lan
     assert len(re.findall(instruction, ptx)) >= per_iteration, f"{dtype}: fewer {instruction} than steps"
     if dtype == "fp16":
         assert not re.search(r"fma\.rn\.f16\s", ptx), "fp16 must be packed, never scalar"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_the_seed_count_has_no_default_in_the_source(tmp_path):
+    flags = [f"-D{k}={v}" for k, v in defines("fma", "float", 1, 1).items() if k != "SEEDS"]
+    done = subprocess.run(["nvcc", "-ptx", "-arch=sm_90", *flags, str(SOURCE), "-o", str(tmp_path / "alu.ptx")],
+                          capture_output=True, text=True)
+    assert done.returncode != 0 and "SEEDS" in done.stderr
 
 
 def element_bytes(dtype, values):

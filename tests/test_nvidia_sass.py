@@ -354,7 +354,7 @@ backend = VulkanBackend()
 device = backend.open(0)
 made = {"vendor": device.info.vendor_id, "pipelines": []}
 for glsl_type in ("float", "f16vec2", "float"):
-    code = compile_shader("alu_fma.comp", {"ACC": 8, "UNROLL": 64, "T": glsl_type, "IS_FLOAT": 1})
+    code = compile_shader("alu_fma.comp", {"ACC": 8, "UNROLL": 64, "T": glsl_type, "IS_FLOAT": 1, "SEEDS": 256})
     before = ns.sizes(sys.argv[1])
     device.rt.dev.pipeline(code, 2, 256, label=glsl_type)
     made["pipelines"].append((glsl_type, before, ns.sizes(sys.argv[1])))

@@ -59,7 +59,8 @@ class Build:
     defines: tuple[tuple[str, object], ...]
 
 
-# MIRRORS: peakbench/kernels.py alu_kernel() (ELEMENTS, STEP_DOT4X8), peakbench/workloads/stream.py
+# MIRRORS: peakbench/kernels.py alu_kernel() (ELEMENTS, STEP_DOT4X8) with workloads/alu.py's SEEDS,
+# peakbench/workloads/stream.py
 # StreamWorkload.__init__ (MODES, LAYOUTS, the fill), peakbench/workloads/chase.py Chaser.__init__
 # (CLOCK 0 on HIP, ROUND) and peakbench/rocm/matrix.py MatrixWorkload.__init__ (FORM_<form>, ACC,
 # UNROLL, WAVES, WAVE, FMT).
@@ -71,7 +72,7 @@ def build(test: Spec, variant: Variant | None, form: targets.Mma | None = None, 
                           "bf16": ("bfloat162", 2), "int32": ("int", 1), "int16": ("short", 1),
                           "int8": ("int", 1)}[test.dtype]
         defines = {"E": element, "STEP_DOT4X8": int(test.kernel == "dot4x8"), "VEC": variant.width // lanes,
-                   "ACC": test.accumulators, "UNROLL": variant.unroll}
+                   "ACC": test.accumulators, "UNROLL": variant.unroll, "SEEDS": 256}
         return Build("alu.cu", "alu", tuple(defines.items()))
     if test.family == "memory":
         modes = {"read": 0, "write": 1, "copy": 2, "fill": 3}

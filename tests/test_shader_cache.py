@@ -13,7 +13,8 @@ from helpers import run_peakbench
 
 SHADERS = [("empty.comp", {}),
            ("mem_stream.comp", {"MODE": 3, "UNROLL": 2}),
-           ("alu_dot4x8.spvasm", {"ACC": 2, "WIDTH": 1, "UNROLL": 2, "PARAMS_OFFSET": 256, "CONSTANTS": 2})]
+           ("alu_dot4x8.spvasm", {"ACC": 2, "WIDTH": 1, "UNROLL": 2, "SEEDS": 256, "PARAMS_OFFSET": 256,
+                                   "CONSTANTS": 2})]
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452") + bytes(84)
 
 

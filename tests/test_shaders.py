@@ -10,6 +10,7 @@ import pytest
 
 from helpers import alu_params
 from peakbench.catalog import default_catalog
+from peakbench.workloads import alu
 
 ALU = alu_params()
 SPIRV_MAGIC = bytes.fromhex("03022307")      # 0x07230203, little-endian
@@ -25,9 +26,14 @@ def wl(shaders):
     return shaders[1]
 
 
-def compile_variant(sh, wl, test, variant) -> bytes:
+def kernel_source(wl, test, variant) -> tuple[str, dict]:
+    """The shader and settings the Vulkan backend compiles for a variant (AluWorkload adds SEEDS)."""
     name, settings = wl.kernel_source(test, variant)
-    return sh.compile_shader(name, settings)
+    return name, {**settings, **alu.DEFINES}
+
+
+def compile_variant(sh, wl, test, variant) -> bytes:
+    return sh.compile_shader(*kernel_source(wl, test, variant))
 
 
 # -- every kernel of the catalog -------------------------------------------------------------
@@ -59,7 +65,7 @@ def counted_tools(sh, monkeypatch, tmp_path):
 
 
 def test_second_compile_hits_the_cache(sh, counted_tools, monkeypatch):
-    settings = {"T": "vec2", "IS_FLOAT": 1, "AFFINE": 0, "ACC": 4, "UNROLL": 2}
+    settings = {"T": "vec2", "IS_FLOAT": 1, "AFFINE": 0, "ACC": 4, "UNROLL": 2, "SEEDS": 256}
     first = sh.compile_shader("alu_fma.comp", settings)
     assert counted_tools, "the first compile ran the tools"
     assert [p.name for p in sh.cache_dir().iterdir()] == [p.name for p in sh.cache_dir().glob("alu_fma-*.spv")]
@@ -75,7 +81,7 @@ def test_cache_key_covers_settings_and_source(sh, counted_tools, monkeypatch, tm
     folder = tmp_path / "shaders"
     shutil.copytree(sh.SHADERS, folder)
     monkeypatch.setattr(sh, "SHADERS", folder)
-    settings = {"ACC": 2, "WIDTH": 1, "UNROLL": 2, "PARAMS_OFFSET": 256, "CONSTANTS": 2}
+    settings = {"ACC": 2, "WIDTH": 1, "UNROLL": 2, "SEEDS": 256, "PARAMS_OFFSET": 256, "CONSTANTS": 2}
     sh.compile_shader("alu_dot4x8.spvasm", settings)
     sh.compile_shader("alu_dot4x8.spvasm", {**settings, "UNROLL": 3})
     assert len(list(sh.cache_dir().glob("*.spv"))) == 2
@@ -115,7 +121,7 @@ def test_expand_keeps_plain_comments(sh):
 def test_templates_unroll_the_catalog_counts(sh, wl, test, variant):
     """The assembly's dot instructions per loop iteration are the catalog's unroll x accumulators x
     width: the op count and the kernel come from the same numbers."""
-    name, settings = wl.kernel_source(test, variant)
+    name, settings = kernel_source(wl, test, variant)
     text = sh.source_text(name, settings)
     op = {"dot4x8": "OpSDot", "bf16dot": "OpDot"}[test.kernel]
     assert len(re.findall(rf"= {op} ", text)) == variant.unroll * test.accumulators * variant.width
@@ -248,3 +254,12 @@ def test_bf16_uses_opdot_on_bfloat16_vectors(disassembled):
         for rtype, (a, b) in dots:
             assert rtype == "bf16"
             assert result_type[a] == result_type[b] == f"bf16x{variant.width}"
+
+
+@pytest.mark.parametrize("kernel", ["fma", "dot4x8", "bf16dot"])
+def test_the_seed_count_has_no_default_in_the_shaders(sh, wl, monkeypatch, tmp_path, kernel):
+    monkeypatch.setenv("PEAKBENCH_CACHE", str(tmp_path))
+    test, variant = next(p.values for p in ALU if p.values[0].kernel == kernel)
+    name, settings = wl.kernel_source(test, variant)            # as the table gives it, without SEEDS
+    with pytest.raises(sh.ShaderError, match="SEEDS"):
+        sh.compile_shader(name, settings)

@@ -13,6 +13,9 @@ from peakbench.catalog import alu_reference as ref
 
 LOCAL = 256                # threads per workgroup
 WAVES = 4                  # the grid fills the device this many times over
+# What every ALU kernel takes from the host's reference, on every API: the seed rows that come
+# before the parameters in the input buffer.
+DEFINES = {"SEEDS": ref.SEEDS}
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ class AluWorkload:
         self.test, self.variant, self.rt, self.name = test, variant, rt, variant.name
         self.family, self.bf16_words = kernel.family, kernel.bf16_words
         local = min(LOCAL, rt.limits.max_block)
-        self.kernel = rt.compile(kernel.source, kernel.defines, kernel.entry, block=local, args="bbu",
+        self.kernel = rt.compile(kernel.source, {**kernel.defines, **DEFINES}, kernel.entry, block=local, args="bbu",
                                  label=f"{test.name}-{variant.name}")
         self.groups = max(1, rt.grid_threads(WAVES) // local)
         self.threads = self.groups * local
