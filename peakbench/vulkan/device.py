@@ -13,6 +13,7 @@ from vulkan._vulkan import lib as vk_lib
 
 from peakbench.backend import DeviceInfo, error_text
 from peakbench.telemetry import ClockReader
+from peakbench.vulkan.driver_cache import Code, DriverCache, PipelineCode, dump_name, fingerprint
 from peakbench.vulkan.instance import (EXT_BFLOAT16, EXT_COOPMAT, EXT_COOPMAT2, EXT_EXECUTABLE_PROPERTIES,
                                        EXT_FLOAT8, EXT_SHADER_CLOCK, STYPE_BFLOAT16_FEATURES, STYPE_COOPMAT2_FEATURES,
                                        STYPE_FLOAT8_FEATURES, Capabilities, _chain, _new, _raw, _string)
@@ -43,6 +44,8 @@ class Pipeline:
     descriptor_set: object
     module: object
     statistics: dict
+    code: Code          # the machine code the driver made of it, where its cache shows it
+    label: str = ""
 
 
 def instruction_counts(text: str) -> dict:
@@ -58,8 +61,9 @@ def instruction_counts(text: str) -> dict:
 
 
 class VulkanDevice:
-    def __init__(self, physical, info: DeviceInfo, caps: Capabilities):
+    def __init__(self, physical, info: DeviceInfo, caps: Capabilities, cache: DriverCache | None = None):
         self.physical, self.info, self.caps = physical, info, caps
+        self.code = PipelineCode(cache, info, self.driver_label)
         self.device = None
         self.lost: str | None = None      # why the device can no longer be used, once it cannot
         self._keep = []
@@ -133,11 +137,12 @@ class VulkanDevice:
                 chain.append(struct)
                 extensions.append(extension)
         _chain(*chain)
-        info = vk.VkDeviceCreateInfo(
-            pNext=f2, pQueueCreateInfos=[vk.VkDeviceQueueCreateInfo(
-                queueFamilyIndex=self.family, queueCount=1, pQueuePriorities=[1.0])],
-            ppEnabledExtensionNames=extensions)
-        self._keep += chain
+        # The priority array is held here: one the wrapper makes from a list inside a nested
+        # structure can be freed before vkCreateDevice reads it (the validation layer saw garbage).
+        priorities = ffi.new("float[1]", [1.0])
+        queue = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.family, queueCount=1, pQueuePriorities=priorities)
+        info = vk.VkDeviceCreateInfo(pNext=f2, pQueueCreateInfos=[queue], ppEnabledExtensionNames=extensions)
+        self._keep += [*chain, priorities, queue]
         try:
             self.device = vk.vkCreateDevice(self.physical, info, None)
         except vk.VkError as e:
@@ -242,6 +247,7 @@ class VulkanDevice:
                  | vk.VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR) if capture else 0
         stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=module,
                                                    pName="main", pSpecializationInfo=spec)
+        before = self.code.mark()
         try:
             handle = vk.vkCreateComputePipelines(d, None, 1, [vk.VkComputePipelineCreateInfo(
                 flags=flags, stage=stage, layout=layout)], None)[0]
@@ -256,12 +262,24 @@ class VulkanDevice:
                 vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=bindings)]), None)
             dset = vk.vkAllocateDescriptorSets(d, vk.VkDescriptorSetAllocateInfo(
                 descriptorPool=pool, pSetLayouts=[set_layout]))[0]
+        code_found = self.code.created(before, fingerprint(code, local_size, bindings, push_bytes, flags), local_size)
         stats = self._statistics(handle, label) if capture else {}
-        p = Pipeline(handle, layout, set_layout, pool, dset, module, stats)
+        p = Pipeline(handle, layout, set_layout, pool, dset, module, stats, code_found, label)
         self._pipelines.append(p)
         return p
 
+    def sass(self, p: Pipeline) -> str:
+        """The pipeline's SASS listing, once disassembled ("" where there is none); with
+        PEAKBENCH_DUMP_DIR set, also written there as <label>-sass.txt."""
+        listing = self.code.finish(p.code)
+        dump = os.environ.get("PEAKBENCH_DUMP_DIR")
+        if listing and dump:
+            Path(dump).mkdir(parents=True, exist_ok=True)
+            (Path(dump) / dump_name(p.label)).write_text(listing)
+        return listing
+
     def destroy(self, p: Pipeline) -> None:
+        self.sass(p)                 # completes the evidence handed out for it
         vk.vkDestroyPipeline(self.device, p.handle, None)
         if p.pool is not None:
             vk.vkDestroyDescriptorPool(self.device, p.pool, None)
@@ -457,5 +475,6 @@ class VulkanDevice:
             vk.vkDestroyCommandPool(self.device, self.command_pool, None)
         vk.vkDestroyDevice(self.device, None)
         self.device = None
+        self.code.close()
         if self.clock:
             self.clock.close()

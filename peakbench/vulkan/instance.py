@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import vulkan as vk
 
 from peakbench.backend import BackendUnavailable, DeviceInfo
+from peakbench.vulkan.driver_cache import DriverCache
 
 ffi = vk.ffi
 
@@ -219,6 +220,15 @@ class VulkanBackend:
     name = "vulkan"
 
     def __init__(self):
+        # Before the instance: NVIDIA's driver reads its cache settings at vkCreateInstance.
+        self.cache = DriverCache()
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self) -> None:
         try:
             version = vk.vkEnumerateInstanceVersion()
         except Exception:
@@ -239,7 +249,6 @@ class VulkanBackend:
         except vk.VkError:
             self._physical = []
         if not self._physical:
-            self.close()
             raise BackendUnavailable("vulkan backend: no Vulkan device found (install your GPU's Vulkan "
                                      "driver, or mesa-vulkan-drivers for the lavapipe CPU driver)")
         self._probed = [probe(self.instance, pd, i) for i, pd in enumerate(self._physical)]
@@ -253,9 +262,10 @@ class VulkanBackend:
         from peakbench.vulkan.runtime import VulkanRuntime
         from peakbench.workloads import Device
         info, caps = self._probed[index]
-        return Device(VulkanRuntime(VulkanDevice(self._physical[index], info, caps)), capabilities)
+        return Device(VulkanRuntime(VulkanDevice(self._physical[index], info, caps, self.cache)), capabilities)
 
     def close(self) -> None:
         if getattr(self, "instance", None) is not None:
             vk.vkDestroyInstance(self.instance, None)
             self.instance = None
+        self.cache.close()

@@ -153,9 +153,10 @@ def loop_body(listing: str) -> str:
     return "\n".join(m.group(0) for m in _LINE.finditer(listing) if low <= int(m.group(1), 16) <= high)
 
 
-def decode_cache(folder, arch: str = "SM90", count: bool = True) -> CacheDecode:
+def decode_cache(folder, arch: str = "SM90", count: bool = True, since: dict[str, int] | None = None) -> CacheDecode:
     """Every record of every .bin under `folder`, with the instruction mixes of its GPU code
-    (`count=False` skips nvdisasm)."""
+    (`count=False` skips nvdisasm). `since` (a `sizes`) keeps the records written after it: the
+    others are walked, not decompressed."""
     folder = Path(folder)
     if not folder.is_dir():
         return CacheDecode([], [f"{folder}: not a folder"])
@@ -169,7 +170,8 @@ def decode_cache(folder, arch: str = "SM90", count: bool = True) -> CacheDecode:
         return CacheDecode([], (notes + [NO_ZSTANDARD]) if bins else notes)
     entries = []
     for path in bins:
-        entries += _decode_bin(path, str(path.relative_to(folder)), zstandard, notes)
+        name = str(path.relative_to(folder))
+        entries += _decode_bin(path, name, zstandard, notes, (since or {}).get(name, 0))
     if count and any(e.code for e in entries):
         entries = _count(entries, arch, notes)
     return CacheDecode(entries, notes)
@@ -203,7 +205,7 @@ def _count(entries: list[Entry], arch: str, notes: list[str]) -> list[Entry]:
     return out
 
 
-def _decode_bin(path: Path, name: str, zstandard, notes: list[str]) -> list[Entry]:
+def _decode_bin(path: Path, name: str, zstandard, notes: list[str], start: int = 0) -> list[Entry]:
     data = path.read_bytes()
     if data[:4] != FILE_MAGIC:
         notes.append(f"{name}: not an NVIDIA shader cache file (no {FILE_MAGIC.decode()} header)")
@@ -219,6 +221,8 @@ def _decode_bin(path: Path, name: str, zstandard, notes: list[str]) -> list[Entr
     _check_toc(path, name, data[:HEADER.size], records, notes)
     entries = []
     for index, (offset, key, payload) in enumerate(records):
+        if offset < start:
+            continue
         where = f"{name} record {index}"
         entry = Entry(index, name, offset, key.hex(), "unknown")
         raw, why = _inflate(payload, zstandard)

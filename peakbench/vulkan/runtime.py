@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from peakbench.runtime import Kernel, Limits, Words
+from peakbench.runtime import Kernel, Limits, LoopCensus, Words
 from peakbench.vulkan.device import Buffer, VulkanDevice
 from peakbench.vulkan.shaders import compile_shader
 
@@ -45,8 +45,21 @@ class VulkanRuntime:
         self.dev.destroy(kernel.handle)
 
     def evidence(self, kernel: Kernel) -> dict:
-        stats = kernel.handle.statistics
-        return {"pipeline_statistics": stats} if stats else {}
+        """The driver's pipeline statistics, and the SASS its cache shows (`sass`, completed when
+        the kernel is discarded) or why none (`sass_note`): vulkan/driver_cache.py."""
+        p = kernel.handle
+        stats = {"pipeline_statistics": p.statistics} if p.statistics else {}
+        return {**stats, **self.dev.code.evidence(p.code, p.statistics)}
+
+    def census(self, kernel: Kernel) -> LoopCensus:
+        """The main loop of the kernel's SPIR-V (vulkan/spirv_census.py)."""
+        from peakbench.vulkan.spirv_census import census
+        return census(kernel.binary)
+
+    def disassemble(self, kernel: Kernel) -> str | None:
+        """The kernel's SASS listing, where evidence() found its machine code."""
+        self.evidence(kernel)
+        return self.dev.sass(kernel.handle) or None
 
     # Buffers -----------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> Buffer:

@@ -1,0 +1,233 @@
+"""SASS evidence on NVIDIA's Vulkan driver: its shader disk cache pointed at a folder of ours for
+the backend's life, and each pipeline's machine code found by the records its creation wrote
+there (nvidia_sass.py reads them).
+
+The driver takes its cache settings from the environment (__GL_SHADER_DISK_CACHE=1,
+__GL_SHADER_DISK_CACHE_PATH, __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1) at vkCreateInstance, each
+instance anew (seen on the H200, driver 580.159.04: set after the instance or the device, they
+are ignored; a second backend in one process writes to its own folder; a folder that does not
+exist is not created). So DriverCache sets them before the instance is created, whichever driver
+it is: only NVIDIA's reads them. Settings of the user's own are left in force, and SASS evidence
+is then off; so the user's cache is never read or written. The folder is removed in close(), and
+again at exit in case anything wrote there after.
+
+Attribution: the driver appends a pipeline's records to its .bin before vkCreateComputePipelines
+returns, and writes none for a pipeline it already holds. So the records between the .bin's sizes
+before and after one creation are that pipeline's; a pipeline made again from the same SPIR-V,
+workgroup size and layout takes the record found the first time. Each match is checked: the
+record's workgroup size against the pipeline's, its register count and code size against the
+driver's pipeline executable statistics.
+
+Disassembly costs nvdisasm's start (~0.3 s), so it runs on a worker thread while the pipeline is
+measured: the `sass` dict of evidence() is completed in place when the pipeline is destroyed (the
+workloads destroy theirs before their result is built), or by disassemble().
+"""
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from peakbench.listing import instruction_mix, opcodes
+from peakbench.vulkan import nvidia_sass as ns
+
+ENV = "__GL_SHADER_DISK_CACHE"
+PREFIX = "peakbench-nvcache-"
+NVIDIA = 0x10DE
+TOP = 12                          # opcodes kept of the whole stream's mix (the loop's are all kept)
+REGISTER_FLOOR = 16               # the least "Register Count" the driver's statistics report
+
+# nvdisasm's architecture by PCI device ID (the cache's container names none); only SM90 (an H200,
+# 0x2335) has been read back so far.
+ARCHES = ((0x1E00, 0x1FFF, "SM75"), (0x2180, 0x21FF, "SM75"), (0x20B0, 0x20FF, "SM80"),
+          (0x2200, 0x22FF, "SM86"), (0x2300, 0x23FF, "SM90"), (0x2400, 0x25FF, "SM86"),
+          (0x2600, 0x28FF, "SM89"), (0x2900, 0x29FF, "SM100"), (0x2B00, 0x2FFF, "SM120"))
+
+_made: set[str] = set()           # every folder of ours in this process
+
+
+@atexit.register
+def _remove_all() -> None:
+    for folder in list(_made):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def sass_arch(device_id: int) -> str | None:
+    return next((arch for low, high, arch in ARCHES if low <= device_id <= high), None)
+
+
+class DriverCache:
+    """The driver's cache settings pointed at a fresh folder of ours, unless the user has set any
+    of them (then `off` says so and `folder` is None). `environ` is os.environ but in tests."""
+
+    def __init__(self, environ=None):
+        self.environ = os.environ if environ is None else environ
+        self.folder: str | None = None
+        self.off: str | None = None
+        self._set: dict[str, str] = {}
+        theirs = sorted(k for k in self.environ if k.startswith(ENV))
+        if theirs and not self._inherited():
+            self.off = f"SASS evidence is off: the user's shader cache settings are in force ({', '.join(theirs)})"
+            return
+        try:
+            self.folder = tempfile.mkdtemp(prefix=PREFIX)
+        except OSError as e:
+            self.off = f"SASS evidence is off: no folder for the driver's cache ({e})"
+            return
+        _made.add(self.folder)
+        self._set = {ENV: "1", f"{ENV}_PATH": self.folder, f"{ENV}_SKIP_CLEANUP": "1"}
+        self._before = {key: self.environ.get(key) for key in self._set}
+        self.environ.update(self._set)
+
+    def _inherited(self) -> bool:
+        """Settings a peakbench process above this one made (its folder, not the user's)."""
+        path = self.environ.get(f"{ENV}_PATH", "")
+        return (Path(path).name.startswith(PREFIX) and self.environ.get(ENV) == "1"
+                and {k for k in self.environ if k.startswith(ENV)} == {ENV, f"{ENV}_PATH", f"{ENV}_SKIP_CLEANUP"})
+
+    def close(self) -> None:
+        """The settings as they were before (where nothing changed them since), the folder removed."""
+        for key, value in self._set.items():
+            if self.environ.get(key) == value:
+                if self._before[key] is None:
+                    del self.environ[key]
+                else:
+                    self.environ[key] = self._before[key]
+        self._set = {}
+        if self.folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@dataclass
+class Code:
+    """One pipeline's machine code as found in the cache: its record, or why there is none
+    (`note`; with a record, a warning). `sass` is its evidence once asked for."""
+    entry: ns.Entry | None = None
+    note: str | None = None
+    sass: dict | None = None
+
+
+def fingerprint(code: bytes, local_size: int, bindings: int, push_bytes: int, flags: int) -> bytes:
+    """What makes two pipelines the same to the driver, as far as we can tell."""
+    return hashlib.sha256(code + f"|{local_size}|{bindings}|{push_bytes}|{flags}".encode()).digest()
+
+
+class PipelineCode:
+    """The machine code of one device's pipelines, or one note saying why there is none."""
+
+    def __init__(self, cache: DriverCache | None, info, driver_label: str):
+        self.cache, self.arch = cache, sass_arch(info.device_id)
+        self.source = f"NVIDIA shader disk cache (driver {info.driver})"
+        self.note = self._unavailable(cache, info, driver_label)
+        self._known: dict[bytes, ns.Entry] = {}
+        self._listings: dict[str, Future] = {}     # record key -> its disassembly
+        self._pool: ThreadPoolExecutor | None = None
+
+    def _unavailable(self, cache, info, driver_label: str) -> str | None:
+        if info.vendor_id != NVIDIA or info.extra.get("driver_name") != "NVIDIA":
+            return f"machine code not available: {driver_label} keeps no readable shader cache"
+        if cache is None or cache.folder is None:
+            return cache.off if cache else "SASS evidence is off: the driver's cache was not set"
+        try:
+            import zstandard  # noqa: F401
+        except ImportError:
+            return ns.NO_ZSTANDARD
+        if not ns.nvdisasm():
+            return ns.NO_NVDISASM
+        if not self.arch:
+            return f"no SASS architecture known for NVIDIA device 0x{info.device_id:04x}: not disassembled"
+        return None
+
+    def mark(self) -> dict | None:
+        """The cache's sizes, taken just before a pipeline is created (None: evidence is off)."""
+        return None if self.note else ns.sizes(self.cache.folder)
+
+    def created(self, before: dict | None, same: bytes, local_size: int) -> Code:
+        """The code of the pipeline created since `before`; `same` is its fingerprint()."""
+        if before is None:
+            return Code(note=self.note)
+        found = ns.decode_cache(self.cache.folder, count=False, since=before)
+        nvvm = [e for e in found.entries if e.kind == "nvvm"]
+        warning = found.notes[0] if found.notes else None
+        if not nvvm:
+            if same in self._known:
+                return Code(self._known[same], warning)
+            return Code(note=warning or "the driver wrote no machine code for this pipeline to its cache")
+        if len(nvvm) > 1:
+            return Code(note=f"{len(nvvm)} machine-code records appeared while one pipeline was made: "
+                             f"records {', '.join(str(e.index) for e in nvvm)} of {nvvm[0].file}")
+        entry = nvvm[0]
+        if not entry.code:
+            return Code(note=warning or f"record {entry.index} of {entry.file} holds no instruction stream")
+        if entry.workgroup and entry.workgroup != (local_size, 1, 1):
+            return Code(note=f"record {entry.index} of {entry.file} is for a workgroup of "
+                             f"{'x'.join(map(str, entry.workgroup))}, not this pipeline's {local_size}")
+        self._known[same] = entry
+        return Code(entry, warning)
+
+    def evidence(self, code: Code, statistics: dict) -> dict:
+        """{"sass": ...} (its mixes filled by finish()), and "sass_note" where there is something
+        to say; a record that the driver's statistics contradict is not used."""
+        if code.entry is not None and code.sass is None:
+            mismatch = _contradicts(code.entry, statistics)
+            if mismatch:
+                code.entry, code.note = None, mismatch
+        if code.entry is None:
+            return {"sass_note": code.note or "no machine code"}
+        if code.sass is None:
+            e = code.entry
+            code.sass = {"instruction_mix": {}, "loop_mix": {}, "registers": e.registers, "arch": self.arch,
+                         "source": self.source, "cache_record": f"{e.file} #{e.index}"}
+            if e.key not in self._listings:
+                self._pool = self._pool or ThreadPoolExecutor(max_workers=1, thread_name_prefix="nvdisasm")
+                self._listings[e.key] = self._pool.submit(ns.disassemble, e.code, self.arch)
+        return {"sass": code.sass, **({"sass_note": code.note} if code.note else {})}
+
+    def finish(self, code: Code) -> str:
+        """Wait for the pipeline's disassembly and complete its `sass`; the listing ("" if none)."""
+        if code.sass is None or code.entry is None:
+            return ""
+        listing, why = self._listings[code.entry.key].result()
+        if why:
+            code.sass["note"] = why
+            return ""
+        if not code.sass["instruction_mix"]:
+            loop = ns.loop_body(listing)
+            code.sass["instruction_mix"] = instruction_mix(listing, TOP)
+            code.sass["loop_mix"] = instruction_mix(loop, top=None)
+            mma = Counter(op for op in opcodes(loop or listing) if op.split(".")[0].endswith("MMA"))
+            if mma:
+                code.sass["mma_instruction"] = mma.most_common(1)[0][0]
+        return listing
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+def _contradicts(entry: ns.Entry, statistics: dict) -> str | None:
+    """Why the record cannot be this pipeline's code, by the driver's own statistics (NVIDIA's
+    one executable "CS": "Register Count", "Binary Size"), or None. The statistics count at least
+    REGISTER_FLOOR registers (seen on the H200: 10 in the container, 16 in the statistics, for the
+    write, copy and chase shaders; equal from 16 up)."""
+    for values in statistics.values():
+        if not isinstance(values, dict) or "Register Count" not in values:
+            continue
+        theirs = (values["Register Count"], values.get("Binary Size", len(entry.code)))
+        registers = max(entry.registers or 0, REGISTER_FLOOR)
+        if theirs != (registers, len(entry.code)):
+            return (f"record {entry.index} of {entry.file} ({entry.registers} registers, {len(entry.code)} bytes) "
+                    f"is not this pipeline's code: the driver's statistics say {theirs[0]} registers, {theirs[1]} bytes")
+    return None
+
+
+def dump_name(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{label}-sass") + ".txt"

@@ -1,0 +1,67 @@
+"""The catalog's work per loop trip held against the SASS loop body the driver's cache showed: a
+vector-ALU result must hold unroll x accumulators x width lanes of its type's instruction, a
+matrix result unroll x accumulators x M*N*K multiply-adds per tile owner in its MMA instructions.
+`check` says whether a result's evidence does (None where no rule applies)."""
+from __future__ import annotations
+
+import re
+
+# compute test dtype -> (opcode family, lanes per instruction)
+VECTOR = {"fp64": ("DFMA", 1), "fp32": ("FFMA", 1), "fp16": ("HFMA2", 2), "int32": ("IMAD", 1),
+          "int8": ("IDP", 1)}
+WARP = 32
+_MMA = re.compile(r"^[HIDQ]MMA\.(16|8)(8)(\d+)\b")                # HMMA.16816.F32: m16 n8 k16
+_GMMA = re.compile(r"^[HIQ]GMMA\.(\d+)x(\d+)x(\d+)\b")            # HGMMA.64x256x16.F32, a warpgroup's
+
+
+NOT_ARITHMETIC = {"MOV", "SHL", "IADD", "WIDE"}     # IMAD.MOV.U32 is a move, IMAD.WIDE an address
+
+
+def family_count(mix: dict[str, int], family: str) -> int:
+    """Instructions of one family that do its arithmetic (FFMA, FFMA.FTZ; HFMA2, HFMA2.MMA; IMAD)."""
+    return sum(n for op, n in mix.items()
+               if op.split(".")[0] == family and not NOT_ARITHMETIC & set(op.split(".")[1:]))
+
+
+def macs_per_warp(op: str) -> int | None:
+    """Multiply-adds one warp's share of an MMA instruction does, or None if not one."""
+    m = _MMA.match(op)
+    if m:
+        return int(m.group(1)) * int(m.group(2)) * int(m.group(3))
+    m = _GMMA.match(op)
+    if m:
+        return int(m.group(1)) * int(m.group(2)) * int(m.group(3)) // 4
+    return None
+
+
+def check(test: str, params: dict, sass: dict) -> tuple[bool | None, str]:
+    """(True, how) when the loop holds the catalog's work, (False, what differs), or (None, why
+    there is no rule)."""
+    loop = sass.get("loop_mix") or {}
+    if not loop:
+        return None, "no loop body in the SASS"
+    family, _, dtype = test.partition(".")
+    if family == "compute":
+        dtype = dtype.split(".")[0]
+        if dtype not in VECTOR:
+            return None, f"no instruction rule for {dtype}"
+        op, lanes = VECTOR[dtype]
+        want = params["unroll"] * params["accumulators"] * params["width"]
+        got = family_count(loop, op) * lanes
+        how = (f"{got // lanes} {op} x {lanes} lanes in the loop; the catalog: {params['unroll']} unroll x "
+               f"{params['accumulators']} accumulators x {params['width']} lanes = {want}")
+        return got == want, how
+    if family == "matrix":
+        per_op = {op: macs_per_warp(op) for op in loop}
+        mma = {op: n for op, n in loop.items() if per_op[op]}
+        if not mma:
+            return False, f"no MMA instruction in the loop: {loop}"
+        warps = max(1, params["workgroup_size"] // WARP) if params.get("scope") == "workgroup" else 1
+        want = params["unroll"] * params["accumulators"] * params["m"] * params["n"] * params["k"] // warps
+        got = sum(n * per_op[op] for op, n in mma.items())
+        forms = ", ".join(f"{n} {op}" for op, n in mma.items())
+        how = (f"{forms} in the loop = {got} multiply-adds a warp; the catalog: {params['unroll']} unroll x "
+               f"{params['accumulators']} accumulators x {params['m']}x{params['n']}x{params['k']}"
+               + (f" / {warps} warps" if warps > 1 else "") + f" = {want}")
+        return got == want, how
+    return None, f"no instruction rule for {family}"
