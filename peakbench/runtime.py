@@ -30,6 +30,20 @@ class Kernel:
 
 
 @dataclass(frozen=True)
+class LoopCensus:
+    """What one invocation's main loop body does, read from the compiled kernel: `ops` counts its
+    arithmetic instructions (opcode and result type, e.g. "Fma f16x2"), `work` the ops they do
+    counted the catalog's way (an FMA is 2 per lane), `types` the operand types they work on
+    ("f16x2", "i8x4", ...), `source` what was read (SPIR-V, SASS, AMDGPU). `note` says why
+    nothing was counted, where the census could not be taken (then ops is empty)."""
+    ops: dict
+    work: int
+    types: frozenset
+    source: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class Limits:
     """The device facts the workloads size their grids and working sets from."""
     units: int                     # SMs / CUs / compute units (0 where the API does not say)
@@ -94,6 +108,8 @@ class Runtime(Protocol):
         """Bytes of device memory a test may use now."""
 
     def clock_mhz(self) -> float | None: ...
+    def census(self, kernel: Kernel) -> LoopCensus | None:
+        """The kernel's main loop body, where the platform shows instructions (None elsewhere)."""
     def evidence(self, kernel: Kernel) -> dict:
         """What the kernel became (instruction mix, driver statistics), where the platform tells."""
     def close(self) -> None: ...

@@ -53,7 +53,9 @@ class TestSpec:
 
 @dataclass(frozen=True)
 class ComputeTest(TestSpec):
-    """Vector ALU. An item is one step of one accumulator chain in one thread."""
+    """Vector ALU. An item is one step of one accumulator chain in one thread. `packed`: the
+    lanes one instruction must work on (a packed FP16 test's arithmetic is f16x2 or wider)."""
+    packed: int = 1
 
     def per_item(self, variant: Variant) -> float:
         return variant.ops_per_step

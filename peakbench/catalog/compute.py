@@ -32,8 +32,8 @@ def bf16dot(n: int, unroll: int) -> Variant:
     return Variant(f"dot{n}u{unroll}", n, n * (2 * n - 1), unroll)
 
 
-def _alu(name, unit, kernel, dtype, variants, description, accumulators=8):
-    return ComputeTest(name, unit, kernel, dtype, tuple(variants), accumulators, description)
+def _alu(name, unit, kernel, dtype, variants, description, accumulators=8, packed=1):
+    return ComputeTest(name, unit, kernel, dtype, tuple(variants), accumulators, description, packed)
 
 
 def _no_kernel(name, unit, description):
@@ -46,7 +46,7 @@ TESTS = (
     _alu("compute.fp32", "TFLOPS", "fma", "fp32", [fma(1, 64), fma(2, 32), fma(4, 16)],
          "FP32 fused multiply-add"),
     _alu("compute.fp16", "TFLOPS", "fma", "fp16", [fma(2, 64), fma(4, 32)],
-         "packed FP16 fused multiply-add (2 lanes per instruction)"),
+         "packed FP16 fused multiply-add (2 lanes per instruction)", packed=2),
     _alu("compute.bf16", "TFLOPS", "bf16dot", "bf16", [bf16dot(2, 32), bf16dot(4, 16)],
          "BF16 through the native bfloat16 dot product"),
     _alu("compute.int32", "TOPS", "fma", "int32", [fma(1, 64), fma(4, 16)], "INT32 multiply-add"),

@@ -50,6 +50,7 @@ class VariantResult:
     params: dict = field(default_factory=dict)
     evidence: dict = field(default_factory=dict)
     samples: list = field(default_factory=list)      # the per-sample values, in the test's unit
+    timing: list = field(default_factory=list)       # (GPU seconds, host wall seconds) per sample
 
 
 def calibrate(run: Callable[[int], float], settings: Settings) -> tuple[int, float]:
@@ -73,10 +74,12 @@ def measure(workload, per_item: float, unit: str, settings: Settings, started: f
     size, _ = calibrate(workload.run, settings)
     while time.perf_counter() - started < settings.warmup_s:
         workload.run(size)
-    rates, clocks = [], []
+    rates, clocks, timing = [], [], []
     t0 = time.perf_counter()
     while len(rates) < settings.max_samples:
+        wall = time.perf_counter()
         seconds = workload.run(size)
+        timing.append((seconds, time.perf_counter() - wall))     # for the timer guard
         if seconds <= 0:
             raise RuntimeError(f"the GPU timer read {seconds} s for a launch of size {size}")
         clocks.append(clock())
@@ -87,4 +90,4 @@ def measure(workload, per_item: float, unit: str, settings: Settings, started: f
     read = [c for c in clocks if c]
     return VariantResult(getattr(workload, "name", ""), size, summarize(rates),
                          median(read) if read else None, dict(workload.params),
-                         dict(workload.evidence), rates)
+                         dict(workload.evidence), rates, timing)

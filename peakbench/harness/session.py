@@ -16,6 +16,7 @@ from typing import Callable
 
 from peakbench.backend import Unsupported, error_text
 from peakbench.catalog import TestSpec
+from peakbench.harness import guards
 from peakbench.harness.runner import Settings, VariantResult, measure
 from peakbench.harness.stats import round_significant
 from peakbench.report import compare, render
@@ -55,6 +56,48 @@ def unsupported(test: TestSpec, reason: str) -> Result:
     return Result(test.name, "failed", test.unit, reason=f"unsupported without a category: {reason}")
 
 
+def failed(test: TestSpec, variant, problem: str, params: dict, evidence: dict) -> Result:
+    """A failed variant: a guard's reason leads with the guard's name, any other says the variant first."""
+    if problem.startswith("guard "):
+        guard, _, text = problem.partition(": ")
+        text = f"{guard}: variant {variant.name}: {text}"
+    else:
+        text = f"variant {variant.name}: {problem}"
+    return Result(test.name, "failed", test.unit, reason=text, params=dict(params), evidence=dict(evidence))
+
+
+def _apply(checks: dict, name: str, found: tuple) -> str | None:
+    """Record a guard's evidence; its problem as a reason, or None."""
+    problem, checks[name] = found
+    return guards.reason(name, problem) if problem else None
+
+
+def static_guards(test: TestSpec, variant, workload, device, spec, checks: dict) -> str | None:
+    """The guards that read the compiled kernel and the workload's layout, before any launch."""
+    census = getattr(workload, "census", False)
+    if census is not False:
+        problem = _apply(checks, "types", guards.types(test, variant, census))
+        problem = problem or _apply(checks, "work", guards.work(test, variant, census, getattr(workload, "loop_items", None)))
+        if problem:
+            return problem
+    stride = workload.params.get("stride_bytes") if test.family == "latency" else None
+    if stride:
+        return _apply(checks, "chase-stride", guards.chase_stride(stride, device.info, spec))
+    return None
+
+
+def measured_guards(test: TestSpec, v: VariantResult, device, spec, checks: dict) -> str | None:
+    """The guards that read a measurement: the timer, the rate's and the cycle counter's clocks."""
+    problem = None
+    if v.timing:
+        problem = _apply(checks, "timer", guards.timer(v.timing))
+    if not problem and test.family in ("compute", "matrix"):
+        problem = _apply(checks, "clock-ceiling", guards.clock_ceiling(test, v.summary.median, v.clock_mhz, spec))
+    if not problem and test.family == "latency":
+        problem = _apply(checks, "cycle-clock", guards.cycle_clock(v.clock_mhz, device.info, spec))
+    return problem
+
+
 def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str], None],
              spec: GpuSpec | None = None) -> Result:
     try:
@@ -65,6 +108,8 @@ def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str
         return Result(test.name, "failed", test.unit, reason=_reason(e))
     if reason:
         return unsupported(test, reason)
+    if guards.no_kernel(test):
+        return Result(test.name, "failed", test.unit, reason=guards.no_kernel(test))
     if not offered:
         return Result(test.name, "failed", test.unit, reason="the backend offered no variant to run")
     variants: list[VariantResult] = []
@@ -73,16 +118,20 @@ def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str
         workload = None
         try:
             workload = device.prepare(test, variant)
-            problem = workload.verify()
+            checks = workload.evidence.setdefault("guards", {})
+            problem = static_guards(test, variant, workload, device, spec, checks) or workload.verify()
             if problem:
-                return Result(test.name, "failed", test.unit, reason=f"variant {variant.name}: {problem}",
-                              params=dict(workload.params), evidence=dict(workload.evidence))
+                return failed(test, variant, problem, workload.params, workload.evidence)
             if hasattr(workload, "measure"):      # latency and launch: the workload measures itself
                 v = workload.measure(settings, device.clock_mhz, spec)
             else:
                 started = started or time.perf_counter()
                 v = measure(workload, test.per_item(variant), test.unit, settings, started, device.clock_mhz)
             v.name = variant.name
+            v.evidence["guards"] = checks = {**checks, **v.evidence.get("guards", {})}
+            problem = measured_guards(test, v, device, spec, checks)
+            if problem:
+                return failed(test, variant, problem, v.params, v.evidence)
             series = workload.series() if hasattr(workload, "series") else None
             if series:
                 v.evidence["series"] = series

@@ -10,12 +10,16 @@ import numpy as np
 
 from peakbench.backend import release, release_on_failure
 from peakbench.catalog import alu_reference as ref
+from peakbench.harness import guards
 
 LOCAL = 256                # threads per workgroup
 WAVES = 4                  # the grid fills the device this many times over
 # What every ALU kernel takes from the host's reference, on every API: the seed rows that come
 # before the parameters in the input buffer.
 DEFINES = {"SEEDS": ref.SEEDS}
+# Loop iterations the output is checked after: every chain still moves at 2 (the float chains are
+# far from a fixed point, catalog/alu_reference.py's inputs), so a loop doing half fails.
+VERIFY_ITERATIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,9 @@ class AluWorkload:
         if rt.arch:
             self.params["arch"] = rt.arch
         self.evidence = {**rt.evidence(self.kernel), **kernel.evidence}
+        census = getattr(rt, "census", None)
+        self.census = census(self.kernel) if census else None
+        self.loop_items = variant.unroll * test.accumulators     # items one invocation does per iteration
 
     def run(self, size: int) -> float:
         return self.rt.launch(self.kernel, self.groups, [self.out, self.inp, np.uint32(size)])
@@ -84,13 +91,23 @@ class AluWorkload:
         return self.threads * size * self.variant.unroll * self.test.accumulators
 
     def verify(self) -> str | None:
-        """One loop iteration on the full grid, output poisoned first, recomputed on the host
-        (exactly, except the float64 FMA and the bfloat16 dot product: alu_reference.TOLERANCE)."""
-        self.rt.fill(self.out, 0xFF)                 # NaN for floats, -1 for integers
-        self.run(1)
-        got = decode(self.rt.download(self.out), self.test.dtype, self.bf16_words)
-        return ref.check(self.family, self.test.dtype, self.inputs, self.test.accumulators,
-                         self.variant.unroll, got.reshape(self.threads, *self.out_shape))
+        """One, then two loop iterations on the full grid, output poisoned first, recomputed on
+        the host (exactly, except the float64 FMA and the bfloat16 dot product:
+        alu_reference.TOLERANCE): a loop that runs fewer iterations than it is given fails the
+        second (guard iterations)."""
+        for n in VERIFY_ITERATIONS:
+            self.rt.fill(self.out, 0xFF)                 # NaN for floats, -1 for integers
+            self.run(n)
+            got = decode(self.rt.download(self.out), self.test.dtype, self.bf16_words)
+            problem = ref.check(self.family, self.test.dtype, self.inputs, self.test.accumulators,
+                                n * self.variant.unroll, got.reshape(self.threads, *self.out_shape))
+            if problem and n != VERIFY_ITERATIONS[0]:
+                return guards.reason("iterations", f"output after {n} iterations differs from the host's"
+                                     f" (it matched after {VERIFY_ITERATIONS[0]}): {problem}")
+            if problem:
+                return problem
+        self.evidence.setdefault("guards", {})["iterations"] = f"checked at {' and '.join(map(str, VERIFY_ITERATIONS))}"
+        return None
 
     def close(self) -> None:
         release(self, self.rt.free, "inp", "out")

@@ -11,6 +11,7 @@ from typing import Callable
 import numpy as np
 
 from peakbench.backend import release, release_on_failure
+from peakbench.harness import guards
 from peakbench.harness.runner import Settings, calibrate, rate
 from peakbench.harness.stats import median
 from peakbench.workloads.chase import FIRST_BYTES, SWEEP_SAMPLE_S
@@ -57,6 +58,7 @@ READ_BLOCKS_PER_UNIT = 2
 # rows: Vulkan 4705 / 4713 / 4715 / 4720, CUDA 4690 / 4690 / 4700 / 4709 (experiments/probes/
 # *_stream_paths.py; experiments/results/h200-probe-stream-paths-2026-11-30.txt, run 6).
 ROWS_BLOCK = 1024
+VERIFY_PASSES = (1, 2)           # the chunk and stride reads' checks: a read doing half its passes fails
 
 
 def read_sums(n: int, blocks: int, block: int, layout: str = "chunk", passes: int = 1, shift: int = 0,
@@ -279,13 +281,27 @@ class StreamWorkload:
         wraps = self.rows or self.mode != "read"
         n = self.step * (4 if self.rows else 2)
         self.rt.fill(self.dst, 0xFF)
-        self.run(2 if wraps else 1, n)
+        self.run(2 if wraps else VERIFY_PASSES[0], n)
         if wraps:
             outputs = n // self.tile if self.rows else n
             got = np.frombuffer(self.rt.download(self.dst, 2 * outputs * 16), np.uint32)
-            return check_wrapped(self.mode, got, n, self.block, self.unroll, self.layout)
-        got = np.frombuffer(self.rt.download(self.dst, self.threads * 16), np.uint32)
-        return check_stream("read", got, n, self.resident, STREAM_BLOCK, self.layout)
+            problem = check_wrapped(self.mode, got, n, self.block, self.unroll, self.layout)
+            if problem is None:
+                self.evidence.setdefault("guards", {})["iterations"] = "2 passes checked, the second wrapping"
+            return problem
+        for passes in VERIFY_PASSES:            # a loop doing fewer passes than it is given fails the second
+            if passes != VERIFY_PASSES[0]:
+                self.rt.fill(self.dst, 0xFF)
+                self.run(passes, n)
+            got = np.frombuffer(self.rt.download(self.dst, self.threads * 16), np.uint32)
+            problem = check_stream("read", got, n, self.resident, STREAM_BLOCK, self.layout, passes=passes)
+            if problem and passes != VERIFY_PASSES[0]:
+                return guards.reason("iterations", f"sums after {passes} passes differ from the host's"
+                                     f" (they matched after {VERIFY_PASSES[0]}): {problem}")
+            if problem:
+                return problem
+        self.evidence.setdefault("guards", {})["iterations"] = f"passes checked at {' and '.join(map(str, VERIFY_PASSES))}"
+        return None
 
     def series(self) -> dict | None:
         """The read sweep, once per test, on the chunk variant."""

@@ -1,0 +1,173 @@
+"""The run's checks of itself: what a kernel did against what the catalog claims, once for every
+backend. A guard that finds a lie fails the test with a reason that names it ("guard work: ...");
+one that cannot look says "not checked: <why>" in the result's evidence["guards"] and never fails.
+
+  types          the operand types of the loop's arithmetic (from the compiled kernel) are the
+                 test's; a catalog entry with no kernel is never run
+  work           the loop body's ops, counted in the compiled kernel, are the catalog's claim
+                 (or a whole multiple of it: a compiler may unroll the iterations loop)
+  iterations     the output is checked after two different iteration or pass counts
+                 (the workloads do it; the reason is theirs)
+  coverage       a stream's checks reach the far end of its buffer (the workloads do it)
+  timer          GPU time agrees with host wall time, for launches long enough to tell
+  clock-ceiling  a rate is not above the spec's per-clock peak at the measured clock
+  cycle-clock    the chase's cycle counter implies no clock above the device's maximum
+  chase-stride   the chase's nodes are at least a cache line apart
+"""
+from __future__ import annotations
+
+import os
+
+from peakbench.harness.stats import median
+
+TOLERANCE = 0.05           # the rate and clock ceilings: vendor peaks are round numbers
+MIN_WALL_S = 0.002         # launches this long or longer are timed against the host clock
+# GPU time over host wall time, below which the GPU timer runs fast. The host's part of a
+# launch (submit, wait for the fence or event, wake up) is tens of microseconds on a GPU and
+# under a millisecond on lavapipe, so for a 2 ms launch the GPU's share stays well above half.
+MIN_TIMER_RATIO = 0.5
+# Above 1 by the timers' resolution: a timestamp period, a CUDA event's ~0.5 us.
+MAX_TIMER_RATIO = 1.05
+# The operand types a test's kernel may do its arithmetic in, by the descriptor's dtype
+# (the 4x8-bit dot product accumulates into 32-bit integers).
+TYPES = {"fp64": {"f64"}, "fp32": {"f32"}, "fp16": {"f16"}, "bf16": {"bf16"}, "int32": {"i32"},
+         "int16": {"i16"}, "int8": {"i8x4", "i32"},
+         # no vector kernel anywhere: no module's arithmetic is of these types
+         "fp8_e4m3": {"fp8_e4m3"}, "fp8_e5m2": {"fp8_e5m2"}, "int4": {"int4"}, "fp4": {"fp4"}}
+# Cache line sizes where the spec entry gives none: NVIDIA's L1 and L2 lines are 128 B (CUDA
+# C++ Programming Guide, global memory), AMD's L2 lines 128 B (CDNA3 and RDNA3 ISA guides),
+# Intel's Xe 64 B.
+CACHE_LINE = {0x10DE: 128, 0x1002: 128, 0x8086: 64}
+
+
+def reason(guard: str, text: str) -> str:
+    return f"guard {guard}: {text}"
+
+
+def element(t: str) -> str:
+    """"f16x2" -> "f16"; the packed 4x8-bit word "i8x4" stays what it is."""
+    return t if t == "i8x4" else t.split("x")[0]
+
+
+def no_kernel(test) -> str | None:
+    """A compute entry with no kernel in the catalog can never be ok: a backend that offers to
+    run one runs something else under its label."""
+    if test.family == "compute" and not test.kernel:
+        return reason("types", f"{test.name} has no native kernel in the catalog, yet the backend offered to run it")
+    return None
+
+
+def types(test, variant, census) -> tuple[str | None, str]:
+    """(problem, evidence) of the loop's operand types against the test's dtype."""
+    if census is None or not census.ops:
+        return None, f"not checked: {census.note if census else 'the platform shows no instructions'}"
+    want = TYPES.get(test.dtype)
+    if want is None:
+        return None, f"not checked: no operand types known for {test.dtype}"
+    found = sorted(census.types)
+    seen = f"{', '.join(found)} ({census.source})"
+    if {element(t) for t in found} != want:
+        return (f"module does {' and '.join(found)} arithmetic; test {test.name} is {test.dtype}"
+                f" ({' and '.join(sorted(want))})"), seen
+    packed = getattr(test, "packed", 1)
+    scalar = [t for t in found if element(t) != "i8x4" and (int(t.split("x")[1]) if "x" in t else 1) < packed]
+    if scalar:
+        return (f"module does {' and '.join(scalar)} arithmetic; test {test.name} is packed"
+                f" {sorted(want)[0]}x{packed}"), seen
+    return None, seen
+
+
+def work(test, variant, census, loop_items: int | None) -> tuple[str | None, dict | str]:
+    """(problem, evidence) of the loop body's ops against the catalog's claim for one iteration of
+    one invocation: loop_items (steps x accumulators) x per_item."""
+    if census is None or not census.ops:
+        return None, f"not checked: {census.note if census else 'the platform shows no instructions'}"
+    if not loop_items:
+        return None, "not checked: the workload does not say what one loop iteration claims"
+    claim = loop_items * test.per_item(variant)
+    evidence = {"loop_body": census.ops, "ops_counted": census.work, "ops_claimed": claim, "source": census.source}
+    if census.note:
+        evidence["note"] = census.note
+    if claim <= 0 or census.work % claim or census.work == 0:
+        shown = ", ".join(f"{n} {op}" for op, n in census.ops.items())
+        return (f"loop body has {shown} = {census.work} ops, the catalog claims {claim:g}"
+                f" ({variant.unroll} steps x {loop_items // variant.unroll} accumulators"
+                f" x {test.per_item(variant):g} ops)"), evidence
+    if census.work != claim:
+        evidence["unrolled"] = census.work // int(claim)
+    return None, evidence
+
+
+def timer(timing: list[tuple[float, float]]) -> tuple[str | None, str]:
+    """(problem, evidence) of (GPU seconds, host wall seconds) per sample."""
+    long = [(g, w) for g, w in timing if w >= MIN_WALL_S]
+    if not long:
+        return None, f"not checked: no launch of {MIN_WALL_S * 1e3:g} ms or more"
+    ratio = median([g / w for g, w in long])
+    g, w = min(long, key=lambda gw: abs(gw[0] / gw[1] - ratio))
+    text = f"GPU time {g * 1e3:.3g} ms for a launch whose host wall time was {w * 1e3:.3g} ms"
+    if ratio < MIN_TIMER_RATIO:
+        return f"{text}: the GPU timer runs fast (GPU/wall {ratio:.2f}, at least {MIN_TIMER_RATIO})", text
+    if ratio > MAX_TIMER_RATIO:
+        return f"{text}: the GPU timer runs slow (GPU/wall {ratio:.2f}, at most {MAX_TIMER_RATIO})", text
+    return None, f"GPU/wall {ratio:.3f} over {len(long)} launches"
+
+
+def clock_ceiling(test, value: float, clock_mhz: float | None, spec) -> tuple[str | None, str]:
+    """(problem, evidence) of a compute or matrix rate against the spec's peak at the measured clock."""
+    peak = spec.peak(test.name) if spec else None
+    if peak is None:
+        return None, "not checked: no spec peak"
+    if not clock_mhz:
+        return None, "not checked: no clock measured"
+    ceiling = peak * clock_mhz / spec.peak_clock_mhz(test.name)
+    times = value / ceiling
+    text = f"{value:.4g} {test.unit} is {times:.2f}x the per-clock peak at {clock_mhz:.0f} MHz"
+    return (text if times > 1 + TOLERANCE else None), text
+
+
+def max_clock_mhz(info, spec) -> tuple[float | None, str]:
+    """The device's highest clock: the spec's boost clock, or for a CPU device the host's."""
+    if spec:
+        return spec.boost_clock_mhz, f"spec {spec.name}"
+    if info.kind == "cpu":
+        try:
+            khz = int(open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read())
+            return khz / 1e3, "host cpufreq"
+        except (OSError, ValueError):
+            pass
+    return None, ""
+
+
+def cycle_clock(clock_mhz: float | None, info, spec) -> tuple[str | None, str]:
+    """(problem, evidence) of the clock the chase's cycle counter implies."""
+    if not clock_mhz:
+        return None, "not checked: no cycle counter"
+    most, where = max_clock_mhz(info, spec)
+    if most is None:
+        return None, f"not checked: no maximum clock known ({clock_mhz:.0f} MHz from cycles)"
+    text = f"the cycle counter implies {clock_mhz:.0f} MHz, the device's maximum is {most:.0f} MHz ({where})"
+    return (text if clock_mhz > most * (1 + TOLERANCE) else None), text
+
+
+def cache_line(info, spec) -> tuple[int | None, str]:
+    """The device's cache line, from the spec entry, the vendor, or for a CPU device the host."""
+    if spec and spec.data.get("cache_line_bytes"):
+        return int(spec.data["cache_line_bytes"]), f"spec {spec.name}"
+    if info.kind == "cpu":
+        try:
+            line = os.sysconf("SC_LEVEL1_DCACHE_LINESIZE")
+        except (ValueError, OSError):
+            line = 0
+        return (line, "host L1") if line > 0 else (64, "host CPU")
+    if info.vendor_id in CACHE_LINE:
+        return CACHE_LINE[info.vendor_id], "vendor documentation"
+    return None, ""
+
+
+def chase_stride(stride: int, info, spec) -> tuple[str | None, str]:
+    line, where = cache_line(info, spec)
+    if line is None:
+        return None, f"not checked: no cache line size known for {info.name}"
+    text = f"nodes {stride} B apart, cache line {line} B ({where})"
+    return (text if stride < line else None), text

@@ -1,0 +1,128 @@
+"""The census of a SPIR-V module's main loop: its arithmetic instructions, the ops they do and the
+types they work on (peakbench/runtime.py LoopCensus), for the work and types guards.
+
+The module is first run through spirv-opt's store elimination and loop unrolling, so the
+`[[unroll]]` loops of GLSL kernels become straight code, as every driver compiles them; the
+loop left is the kernel's iterations loop. Its body is the blocks from its header up to its
+merge block, less its continue target (the counter's increment). A module whose loop still
+holds another loop is not counted: the census says so instead of guessing trip counts.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+from peakbench.runtime import LoopCensus
+
+PASSES = ["--eliminate-local-single-store", "--eliminate-local-multi-store", "--loop-unroll", "--ccp",
+          "--eliminate-dead-code-aggressive"]
+# ops per lane of the result: an FMA is a multiply and an add
+PER_LANE = {"OpFMul": 1, "OpFAdd": 1, "OpFSub": 1, "OpIMul": 1, "OpIAdd": 1, "OpISub": 1, "Fma": 2}
+DOTS = ("OpSDot", "OpUDot", "OpSUDot", "OpDot")
+_INSN = re.compile(r"^\s*(?:(%\w+)\s*=\s*)?(Op\w+)\s*(.*)$")
+
+
+def _optimized(code: bytes) -> tuple[bytes, str]:
+    """The module with its unroll-hinted loops unrolled, and a note where spirv-opt could not."""
+    from peakbench.vulkan.shaders import _env, tool
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "in.spv", Path(tmp) / "out.spv"
+        src.write_bytes(code)
+        opt = tool("spirv-opt")
+        p = subprocess.run([opt, *PASSES, str(src), "-o", str(out)], capture_output=True, text=True, env=_env(opt))
+        if p.returncode != 0:
+            return code, f"spirv-opt failed ({(p.stderr or p.stdout).strip()[:120]}); counted as compiled"
+        return out.read_bytes(), ""
+
+
+def _types(lines) -> dict[str, str]:
+    """Type id -> "f32", "bf16", "i16", "f16x2", ..."""
+    names: dict[str, str] = {}
+    for rid, op, rest in lines:
+        args = rest.split()
+        if op == "OpTypeFloat":
+            names[rid] = ("bf" if "BFloat16KHR" in rest else "f") + args[0]
+        elif op == "OpTypeInt":
+            names[rid] = "i" + args[0]      # signedness is a hint in SPIR-V, not the operation
+        elif op == "OpTypeVector" and args[0] in names:
+            names[rid] = f"{names[args[0]]}x{args[1]}"
+    return names
+
+
+def lanes(type_name: str) -> int:
+    return int(type_name.rsplit("x", 1)[1]) if "x" in type_name else 1
+
+
+def census(code: bytes) -> LoopCensus:
+    """The census of a module, kept beside the compiled modules (keyed by its words and this
+    file), so a second run reads it instead of running spirv-opt and spirv-dis again."""
+    from peakbench.vulkan.shaders import cache_dir
+    key = hashlib.sha256(code + Path(__file__).read_bytes()).hexdigest()[:32]
+    path = cache_dir() / f"census-{key}.json"
+    try:
+        d = json.loads(path.read_text())
+        return LoopCensus(d["ops"], d["work"], frozenset(d["types"]), d["source"], d["note"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    found = count(code)
+    try:
+        path.write_text(json.dumps({"ops": found.ops, "work": found.work, "types": sorted(found.types),
+                                    "source": found.source, "note": found.note}))
+    except OSError:
+        pass
+    return found
+
+
+def count(code: bytes) -> LoopCensus:
+    from peakbench.vulkan.shaders import disassemble
+    module, note = _optimized(code)
+    lines = [(m.group(1), m.group(2), m.group(3)) for m in map(_INSN.match, disassemble(module).splitlines()) if m]
+    types = _types(lines)
+    value_type = {rid: rest.split()[0] for rid, op, rest in lines if rid and rest and not op.startswith("OpType")}
+    glsl = {rid for rid, op, rest in lines if op == "OpExtInstImport" and "GLSL.std.450" in rest}
+    blocks: list[tuple[str, list]] = []
+    for rid, op, rest in lines:
+        if op == "OpLabel":
+            blocks.append((rid, []))
+        elif blocks:
+            blocks[-1][1].append((rid, op, rest))
+    labels = [b[0] for b in blocks]
+    loops = [(i, rest.split()) for i, (_, body) in enumerate(blocks) for _, op, rest in body if op == "OpLoopMerge"]
+    best = None
+    for start, (merge, cont, *_hint) in loops:
+        end = labels.index(merge) if merge in labels else len(blocks)
+        inner = [b for b in blocks[start:end] if b[0] != cont]
+        if any(op == "OpLoopMerge" for label, body in inner[1:] for _, op, _ in body):
+            continue                        # an outer loop: its inner loop is counted on its own
+        ops, work, used = {}, 0, set()
+        for _, body in inner:
+            for rid, op, rest in body:
+                args = rest.split()
+                if op == "OpExtInst" and len(args) >= 3 and args[1] in glsl and args[2] == "Fma":
+                    op = "Fma"
+                if op in PER_LANE:
+                    t = types.get(args[0], "?")
+                    n = PER_LANE[op] * lanes(t)
+                elif op.startswith(DOTS):
+                    operand = types.get(value_type.get(args[1], ""), "?")
+                    if "PackedVectorFormat4x8Bit" in rest:
+                        t, n = "i8x4", 7
+                    else:
+                        t, n = operand, 2 * lanes(operand) - 1
+                    n += 1 if "AccSat" in op else 0
+                else:
+                    continue
+                key = f"{op} {t}"
+                ops[key] = ops.get(key, 0) + 1
+                work += n
+                used.add(t)
+        if ops and (best is None or work > best.work):
+            best = LoopCensus(dict(sorted(ops.items())), work, frozenset(used), "SPIR-V", note)
+    if best is None:
+        nested = "a loop that holds another loop" if loops else "no loop"
+        return LoopCensus({}, 0, frozenset(), "SPIR-V", f"no arithmetic loop to count ({nested} after unrolling)")
+    return best

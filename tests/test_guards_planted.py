@@ -1,0 +1,155 @@
+"""Planted faults, one at a time, the way a broken kernel, a wrong formula or a driver bug would
+look: a plain `peakbench --backend vulkan --quick` run on lavapipe reports each test `failed`
+with the reason of the guard that caught it (peakbench/harness/guards.py).
+
+Kernel faults are edits of a copy of shaders/ that the run finds through PEAKBENCH_SHADERS, in a
+subprocess, as a kernel developer would run it; faults in formulas, the timer and the chase's
+layout are not kernels and are planted in-process through cli.main."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from peakbench.sources import SHADERS
+
+pytestmark = pytest.mark.usefixtures("vulkan_backend")
+
+
+def results(path) -> dict:
+    doc = json.loads(path.read_text())
+    return {r["test"]: r for run in doc["runs"] for r in run["results"]}
+
+
+def run_edited(tmp_path, source: str, old: str, new: str, tests: str) -> dict:
+    """The CLI on a copy of shaders/ whose `source` has `old` replaced by `new` (once)."""
+    folder = tmp_path / "shaders"
+    shutil.copytree(SHADERS, folder)
+    text = (folder / source).read_text()
+    assert text.count(old) == 1, f"{source}: the fault's anchor {old!r} is not there once"
+    (folder / source).write_text(text.replace(old, new))
+    out = tmp_path / "out.json"
+    env = {**os.environ, "PEAKBENCH_SHADERS": str(folder), "PEAKBENCH_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "peakbench", "--backend", "vulkan", "--quick", "--tests", tests,
+                           "--json", str(out)], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    return results(out)
+
+
+def run_inprocess(tmp_path, monkeypatch, tests: str, *extra: str) -> dict:
+    from peakbench import cli
+    monkeypatch.setenv("PEAKBENCH_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "out.json"
+    assert cli.main(["--backend", "vulkan", "--quick", "--tests", tests, "--json", str(out), *extra]) == 1
+    return results(out)
+
+
+def assert_caught(result: dict, guard: str, *words: str) -> None:
+    assert result["status"] == "failed", result
+    assert result["reason"].startswith(f"guard {guard}: "), result["reason"]
+    for w in words:
+        assert w in result["reason"], result["reason"]
+
+
+# -- kernels ---------------------------------------------------------------------------------
+def test_an_alu_loop_doing_half_its_iterations_fails_the_iterations_guard(tmp_path):
+    r = run_edited(tmp_path, "alu_fma.comp", "i < push.iterations; i++", "i < push.iterations; i += 2", "compute.fp32")
+    assert_caught(r["compute.fp32"], "iterations", "after 2 iterations", "matched after 1")
+
+
+def test_scalar_fp16_work_under_the_packed_label_fails_the_types_guard(tmp_path):
+    # Lane by lane: the same results, so only the module's types tell.
+    r = run_edited(tmp_path, "alu_fma.comp", "acc[k] = fma(acc[k], b_, c_);",
+                   "acc[k].x = fma(acc[k].x, b_.x, c_.x); acc[k].y = fma(acc[k].y, b_.y, c_.y);", "compute.fp16")
+    assert_caught(r["compute.fp16"], "types", "f16 arithmetic", "packed f16x2")
+
+
+def test_a_kernel_doing_less_work_per_step_fails_the_work_guard(tmp_path):
+    # x = x * b + c as one multiply: fewer ops than the catalog counts (the check at 1 and 2
+    # iterations would catch the values too; the work guard reads the module first).
+    r = run_edited(tmp_path, "alu_fma.comp", "acc[k] = acc[k] * b_ + c_;", "acc[k] = acc[k] * b_;", "compute.int32")
+    assert_caught(r["compute.int32"], "work", "512 OpIMul i32", "the catalog claims 1024")
+
+
+def test_a_read_doing_half_its_passes_fails_the_iterations_guard(tmp_path):
+    r = run_edited(tmp_path, "mem_stream.comp", "pass < push.passes; pass++) {", "pass < push.passes; pass += 2) {",
+                   "memory.read")
+    assert_caught(r["memory.read"], "iterations", "variant chunk", "after 2 passes")
+
+
+# -- formulas, timer, layout -------------------------------------------------------------------
+def test_a_doubled_op_count_fails_the_work_guard(tmp_path, monkeypatch):
+    from peakbench.catalog import ComputeTest
+    monkeypatch.setattr(ComputeTest, "per_item", lambda self, variant: 2 * variant.ops_per_step)
+    r = run_inprocess(tmp_path, monkeypatch, "compute.fp32")
+    assert_caught(r["compute.fp32"], "work", "512 Fma f32 = 1024 ops", "the catalog claims 2048")
+
+
+def test_a_timer_ten_times_too_fast_fails_the_timer_guard(tmp_path, monkeypatch):
+    from peakbench.vulkan.runtime import VulkanRuntime
+    launch = VulkanRuntime.launch
+    monkeypatch.setattr(VulkanRuntime, "launch", lambda self, *a, **k: launch(self, *a, **k) / 10)
+    r = run_inprocess(tmp_path, monkeypatch, "compute.fp32,memory.write")
+    assert_caught(r["compute.fp32"], "timer", "the GPU timer runs fast")
+    assert_caught(r["memory.write"], "timer", "the GPU timer runs fast")
+
+
+def test_a_chase_with_16_byte_steps_fails_the_stride_guard(tmp_path, monkeypatch):
+    from peakbench.workloads import chase
+    monkeypatch.setattr(chase, "LINE", 16)
+    r = run_inprocess(tmp_path, monkeypatch, "latency.l1")
+    assert_caught(r["latency.l1"], "chase-stride", "nodes 16 B apart", "cache line")
+
+
+def test_an_fp16_kernel_under_the_fp8_label_is_never_ok(tmp_path, monkeypatch):
+    from peakbench.catalog import default_catalog
+    from peakbench.vulkan import capabilities
+    fp16 = default_catalog().get("compute.fp16")
+    support, alu_kernel = capabilities.support, capabilities.alu_kernel
+    monkeypatch.setattr(capabilities, "support", lambda test, rt: None if test.name == "compute.fp8_e4m3" else support(test, rt))
+    monkeypatch.setattr(capabilities, "variants", lambda test, rt: fp16.variants)
+    monkeypatch.setattr(capabilities, "alu_kernel", lambda test, v, rt: alu_kernel(fp16, v, rt))
+    r = run_inprocess(tmp_path, monkeypatch, "compute.fp8_e4m3")
+    assert_caught(r["compute.fp8_e4m3"], "types", "no native kernel")
+
+
+def test_the_module_types_against_the_label():
+    """The types guard on its own: an fp16 module under an FP8 label (a backend that skips the
+    session's rule) and an int8 module under fp32 fail; the test's own types pass."""
+    from peakbench.catalog import default_catalog
+    from peakbench.harness import guards
+    from peakbench.runtime import LoopCensus
+    cat = default_catalog()
+    f16 = LoopCensus({"Fma f16x2": 512}, 2048, frozenset({"f16x2"}), "SPIR-V")
+    fp8 = cat.get("compute.fp8_e4m3")
+    problem, _ = guards.types(fp8, None, f16)
+    assert problem == "module does f16x2 arithmetic; test compute.fp8_e4m3 is fp8_e4m3 (fp8_e4m3)"
+    fp16 = cat.get("compute.fp16")
+    assert guards.types(fp16, fp16.variants[0], f16) == (None, "f16x2 (SPIR-V)")
+    problem, _ = guards.types(cat.get("compute.fp32"), None, f16)
+    assert problem == "module does f16x2 arithmetic; test compute.fp32 is fp32 (f32)"
+
+
+def spec_file(tmp_path, peak: float, boost_mhz: float) -> str:
+    path = tmp_path / "lavapipe.toml"
+    path.write_text(f'[[gpu]]\nname = "Planted"\nboost_clock_mhz = {boost_mhz}\n[gpu.peaks]\n"compute.fp32" = {peak}\n')
+    return str(path)
+
+
+def test_a_rate_above_the_per_clock_peak_fails_the_clock_ceiling_guard(tmp_path, monkeypatch):
+    from peakbench.vulkan.runtime import VulkanRuntime
+    monkeypatch.setattr(VulkanRuntime, "clock_mhz", lambda self: 1000.0)
+    # lavapipe does ~0.1 TFLOPS; a spec of 0.001 TFLOPS at 1000 MHz is the planted lie.
+    r = run_inprocess(tmp_path, monkeypatch, "compute.fp32", "--spec", spec_file(tmp_path, 0.001, 1000))
+    assert_caught(r["compute.fp32"], "clock-ceiling", "x the per-clock peak at 1000 MHz")
+
+
+def test_a_cycle_count_above_the_maximum_clock_fails_the_cycle_clock_guard(tmp_path, monkeypatch, vulkan_device):
+    if not vulkan_device.rt.kernel_clock:
+        pytest.skip("this driver's kernels cannot read a cycle counter")
+    r = run_inprocess(tmp_path, monkeypatch, "latency.l1", "--spec", spec_file(tmp_path, 1.0, 1))
+    assert_caught(r["latency.l1"], "cycle-clock", "the device's maximum is 1 MHz")
