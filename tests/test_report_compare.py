@@ -9,7 +9,7 @@ import pytest
 
 from peakbench.report import compare
 from peakbench.report.result import load_json, new_document
-from test_render import H200, LAVAPIPE
+from test_report_render import H200, LAVAPIPE
 
 
 def saved(tmp_path, name: str, *runs: dict) -> tuple[str, dict]:

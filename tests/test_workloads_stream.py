@@ -1,5 +1,7 @@
-"""Memory and latency: level detection (pure), the stream kernels' host reference, and the
-Vulkan memory tests on a real device (lavapipe here), including a planted fault."""
+"""peakbench.workloads.stream: the stream kernels' data contract (hash, sums, checks that name the
+first wrong word), the sweep's slices, the workload driven through the ROCm runtime on the fake HIP
+runtime (a player of shaders/mem.cu `stream`, written from its comments), and the Vulkan memory
+tests on a real device (lavapipe here), each with a planted fault."""
 from __future__ import annotations
 
 import contextlib
@@ -7,81 +9,14 @@ import contextlib
 import numpy as np
 import pytest
 
+import fake_hip
+from peakbench import kernels
 from peakbench.catalog import default_catalog
-from peakbench.workloads import chase, stream
-from peakbench.harness.levels import Plateau, documented_caches, name_levels, plateaus
-from peakbench.specs import find, load_database
+from peakbench.workloads import stream
+from test_workloads import args, rt, words  # noqa: F401  (rt is a fixture)
 
 CATALOG = default_catalog()
 KIB, MIB = 1024, 1 << 20
-
-
-def curve(levels: list[tuple[int, float]], top: int) -> tuple[list[int], list[float]]:
-    """A latency curve with a plateau per (last working set, ns) and one transition point between."""
-    sizes, lat, ws = [], [], 4 * KIB
-    for i, (limit, ns) in enumerate(levels):
-        while ws <= limit:
-            sizes.append(ws)
-            lat.append(ns * (1 + 0.01 * (len(sizes) % 3)))     # a little noise
-            ws *= 2
-        if i + 1 < len(levels):
-            sizes.append(ws)
-            lat.append((ns + levels[i + 1][1]) / 2)             # spilling out of the level
-            ws *= 2
-    while ws <= top:
-        sizes.append(ws)
-        lat.append(levels[-1][1])
-        ws *= 2
-    return sizes, lat
-
-
-def test_plateaus_of_a_three_level_curve():
-    sizes, lat = curve([(128 * KIB, 30.0), (16 * MIB, 250.0), (512 * MIB, 600.0)], 512 * MIB)
-    found = plateaus(sizes, lat)
-    assert [p.latency_ns for p in found] == pytest.approx([30, 250, 600], rel=0.02)
-    assert found[0].first_bytes == 4 * KIB and found[0].last_bytes == 128 * KIB
-    assert found[1].first_bytes == 512 * KIB and found[2].last_bytes == 512 * MIB
-
-
-def test_close_plateaus_merge_and_transitions_belong_to_none():
-    sizes = [4096 << i for i in range(8)]
-    lat = [10, 10.5, 11, 11.4, 40, 80, 81, 80]
-    found = plateaus(sizes, lat)
-    assert [(p.first_bytes, p.last_bytes) for p in found] == [(4096, 4096 << 3), (4096 << 5, 4096 << 7)]
-
-
-def test_naming_by_order_and_by_documented_sizes():
-    p = [Plateau(4 * KIB, 128 * KIB, 30, 6), Plateau(512 * KIB, 16 * MIB, 250, 6),
-         Plateau(32 * MIB, 40 * MIB, 400, 2), Plateau(64 * MIB, 512 * MIB, 600, 4)]
-    by_order = name_levels(p, first_level=1)
-    assert {k: v.latency_ns for k, v in by_order.items()} == {"l1": 30, "l2": 250, "l3": 400, "dram": 600}
-    assert "l0" in name_levels(p, first_level=0)
-    # With the H200's documented caches, the 400 ns plateau (32-40 MiB) is the L2's far
-    # partition, not an L3: the level keeps the nearest plateau, and DRAM starts past 50 MiB.
-    caches = documented_caches(find(load_database(), "NVIDIA H200 SXM"))
-    assert caches == {"l2": 50 * MIB, "l1": 256 * KIB}
-    by_size = name_levels(p, 1, caches)
-    assert {k: v.latency_ns for k, v in by_size.items()} == {"l1": 30, "l2": 250, "dram": 600}
-
-
-def test_a_plateau_running_past_the_last_cache_is_dram():
-    # The H200 through CUDA (ld.global.ca): 20 ns to 128 KiB, 146 ns from 512 KiB, then one flat
-    # 338 ns plateau from 16 MiB to 512 MiB, which starts inside the 50 MiB L2.
-    sizes = [4 * KIB << i for i in range(18)]
-    ns = [20] * 6 + [92] + [146] * 4 + [191] + [338] * 6
-    caches = {"l1": 256 * KIB, "l2": 50 * MIB}
-    named = name_levels(plateaus(sizes, ns), 1, caches)
-    assert {k: v.latency_ns for k, v in named.items()} == {"l1": 20, "l2": 146, "dram": 338}
-    assert named["dram"].first_bytes == 16 * MIB
-
-
-def test_a_far_partition_before_dram_is_not_dram():
-    # 260 ns from 32 to 128 MiB (a far L2 partition, ending before 4x the 50 MiB L2), then DRAM.
-    sizes = [4 * KIB << i for i in range(18)]
-    ns = [20] * 6 + [90] + [150] * 6 + [260] * 3 + [600] * 2
-    caches = {"l1": 256 * KIB, "l2": 50 * MIB}
-    named = name_levels(plateaus(sizes, ns), 1, caches)
-    assert {k: v.latency_ns for k, v in named.items()} == {"l1": 20, "l2": 150, "dram": 600}
 
 
 def test_stream_host_reference():
@@ -222,49 +157,7 @@ def test_large_working_sets_give_each_workgroup_a_private_slice():
         assert (mask, shift) == (0xFFFFFFFF, 0) and 0.9 * ws <= n * 16 <= ws and n // blocks * 16 >= stream.PRIVATE_SLICE
 
 
-class CachedChaser:
-    """A chase over a cache as big as every chain: a line's first touch costs 10 ns, a revisit 1 ns."""
-    clocked, max_rounds = False, 4
-
-    def load(self, nxt):
-        order, i = [], 0
-        while not order or i != 0:
-            order.append(i)
-            i = int(nxt[i])
-        self.order, self.index = np.array(order), {v: k for k, v in enumerate(order)}
-        self.touched, self.end = np.zeros(len(order), bool), 0
-
-    def launch(self, rounds, start):
-        at = (self.index[start] + np.arange(rounds * chase.ROUND)) % len(self.order)
-        first = len(np.unique(at[~self.touched[at]]))
-        self.touched[at] = True
-        self.end = int(self.order[(at[-1] + 1) % len(self.order)])
-        return (first * 10 + (len(at) - first)) * 1e-9
-
-    def readout(self):
-        return self.end, None
-
-    def release(self):
-        pass
-
-
-def test_the_chase_is_timed_only_after_a_whole_walk_of_the_cycle():
-    sweep = chase.ChaseSweep(CachedChaser(), 256 * KIB, first_level=1, sample_s=1e-6)
-    assert sweep.problem is None
-    assert sweep.latencies == pytest.approx([1.0] * len(sweep.sizes))   # no first touch was timed
-
-
-def test_chase_chain_is_one_cycle_through_every_line():
-    order, nxt = chase.chase_chain(64 * chase.LINE, np.random.default_rng(1))
-    stride, i, seen = chase.LINE // 4, 0, set()
-    for _ in range(64):
-        seen.add(i)
-        i = int(nxt[i])
-        assert i % stride == 0
-    assert i == 0 and len(seen) == 64
-
-
-# -- on a real Vulkan device ----------------------------------------------------------------------
+# -- on a real Vulkan device ---------------------------------------------------------------------
 
 STREAMS = [t for t in CATALOG.tests if t.family == "memory"]
 
@@ -298,16 +191,6 @@ def test_every_read_layout_verifies_and_a_planted_fault_is_caught(vulkan_device,
         assert "differ from the host reference" in (w.verify() or "")
     finally:
         w.close()
-
-
-def test_the_rows_read_is_offered_only_with_subgroup_arithmetic(shaders):
-    from types import SimpleNamespace
-    _, workloads = shaders
-    test = CATALOG.get("memory.read")
-    without = SimpleNamespace(caps=SimpleNamespace(subgroup_arithmetic=False))
-    assert [v.name for v in workloads.variants(test, without)] == ["chunk", "stride"]
-    with_it = SimpleNamespace(caps=SimpleNamespace(subgroup_arithmetic=True))
-    assert [v.name for v in workloads.variants(test, with_it)] == ["rows", "chunk", "stride"]
 
 
 @contextlib.contextmanager
@@ -410,27 +293,96 @@ def test_read_sweep_covers_each_working_set(vulkan_device):
     assert len(s["GB/s"]) == len(s["working_set_bytes"]) and min(s["GB/s"]) > 0
 
 
-def test_latency_levels_on_this_device(vulkan_device):
-    from peakbench.vulkan import capabilities
-    rt = vulkan_device.rt
-    sweep = chase.sweep(rt, capabilities.chase_kernel(rt), stream.working_bytes(rt), sample_s=0.001)
-    assert sweep.problem is None, sweep.problem            # every chase ended where the host said
-    assert sweep.sizes[0] == 4096 and all(t > 0 for t in sweep.latencies)
-    levels = sweep.levels()
-    assert "dram" in levels and len(levels) >= 2
-    if rt.caps.has("shaderSubgroupClock"):     # cycles from the shader's own counter
-        series = sweep.series()
-        assert len(series["cycles"]) == len(series["clock_mhz"]) == len(sweep.sizes)
-        assert all(c > 0 for c in series["cycles"]) and all(m > 0 for m in series["clock_mhz"])
-    assert levels["dram"].latency_ns > min(p.latency_ns for p in levels.values())
+
+# -- through the ROCm runtime, on the fake HIP runtime -------------------------------------------
+
+def lowbias32(x):
+    x = x.astype(np.uint64) & 0xFFFFFFFF
+    x ^= x >> 16
+    x = (x * 0x7FEB352D) & 0xFFFFFFFF
+    x ^= x >> 15
+    x = (x * 0x846CA68B) & 0xFFFFFFFF
+    x ^= x >> 16
+    return x.astype(np.uint32)
 
 
-def test_launch_overhead_is_measured(vulkan_device):
-    from peakbench.harness.runner import Settings
-    test = CATALOG.get("launch.overhead")
-    w = vulkan_device.prepare(test, test.variants[0])
+def stream_player(bug: str = ""):
+    """shaders/mem.cu `stream`, by its comment: fill, read (chunk, stride or rows), write/copy tiles."""
+    def play(fake, launch):
+        d = fake_hip.defines(launch["options"])
+        mode, unroll, layout = int(d["MODE"]), int(d.get("UNROLL", 4)), int(d.get("LAYOUT", 0))
+        src_arg, dst_arg, *scalars = args(launch)
+        passes, n, mask, shift = (fake_hip.scalar(x) for x in scalars)
+        src, dst = words(fake, src_arg), words(fake, dst_arg)
+        blocks, block = launch["grid"][0], launch["block"][0]
+        tid = np.arange(blocks * block)
+        if mode == 3:
+            i = np.arange(n, dtype=np.uint64)
+            dst[:n] = np.stack([lowbias32(4 * i + k) for k in range(4)], axis=1)
+        elif mode == 0 and layout == 2:       # unroll rows; block b sums column b % columns of each
+            row = n // unroll
+            columns = row // block
+            for b in range(blocks):
+                c = b if bug == "wrap" else (b + (1 if bug == "layout" else 0)) % columns
+                at = c * block + np.arange(block)
+                total = sum(src[u * row + at].astype(np.uint64).sum(axis=0) for u in range(unroll))
+                dst[c if bug == "wrap" else b % columns] = (total % (1 << 32)).astype(np.uint32)
+        elif mode == 0:
+            chunk = layout == 0 and bug != "layout"
+            span, lane = (n // blocks, block) if chunk else (n, blocks * block)
+            acc = np.zeros((len(tid), 4), np.uint64)
+            for p in range(passes):
+                # chunk: block b's slice b + p * shift, wrapped at mask; stride: the whole grid
+                base = ((tid // block + p * shift) * span + tid % block) & 0xFFFFFFFF if chunk else tid
+                for i in range(0, span - (lane * unroll if bug == "short" else 0), lane * unroll):
+                    for u in range(unroll):
+                        acc += src[(base + i + u * lane) & (mask if chunk else 0xFFFFFFFF)]
+            dst[:len(tid)] = (acc % (1 << 32)).astype(np.uint32)
+        else:                                   # block b on tile b % tiles (b, without the wrap)
+            tiles = n // (block * unroll)
+            tile = tid // block if bug == "wrap" else (tid // block) % tiles
+            if bug == "short":                  # every block's last thread stores nothing
+                tile, tid = tile[tid % block != block - 1], tid[tid % block != block - 1]
+            j = (tile * block * unroll + tid % block)[:, None] + np.arange(unroll) * block
+            j = j.ravel().astype(np.uint32)
+            dst[j] = src[j] if mode == 2 else np.stack([j, j ^ np.uint32(0x5BD1E995), ~j, j * np.uint32(2654435761)], 1)
+    return play
+
+
+@pytest.mark.parametrize("test, layout", [("memory.read", "chunk"), ("memory.read", "stride"), ("memory.read", "rows"),
+                                          ("memory.write", "tile"), ("memory.copy", "tile")])
+def test_streams_verify_and_count_their_bytes(rt, test, layout):
+    rt.fake.kernels["stream"] = stream_player()
+    spec = CATALOG.get(test)
+    variant = next(v for v in spec.variants if v.name == layout)
+    w = stream.StreamWorkload(spec, variant, rt, kernels.STREAM)
     try:
-        v = w.measure(Settings.quick(), lambda: None)
+        assert w.verify() is None
+        assert w.params["buffer_bytes"] == 16 * MIB and w.n_vec % w.step == 0
+        launches = len(rt.fake.launches)
+        w.run(3)
+        runs = rt.fake.launches[launches:]
+        if layout == "rows":          # one launch of 3 passes' columns: 3 * 1 Mi vectors / (1024 threads * 32)
+            assert len(runs) == 1 and runs[0]["grid"][0] == 96
+            assert runs[0]["block"][0] == w.block == 1024
+        elif layout == "tile":        # one launch of 3 passes' tiles, one block per tile: 3 * 1 Mi / (256 * 1)
+            assert len(runs) == 1 and runs[0]["grid"][0] == 12_288
+        else:                         # a resident grid (2 blocks per CU), the passes inside
+            assert len(runs) == 1 and runs[0]["grid"][0] == 4 and fake_hip.scalar(args(runs[0])[2]) == 3
+        assert w.items(3) == 3_145_728          # 3 passes over the 16 MiB buffer's 1 Mi vectors
     finally:
         w.close()
-    assert v.summary.samples == 50 and 0 < v.summary.median < 1e6
+
+
+@pytest.mark.parametrize("test, layout, bug", [("memory.read", "chunk", "layout"), ("memory.read", "stride", "short"),
+                                               ("memory.read", "rows", "layout"), ("memory.read", "rows", "wrap"),
+                                               ("memory.write", "tile", "short"), ("memory.write", "tile", "wrap"),
+                                               ("memory.copy", "tile", "short"), ("memory.copy", "tile", "wrap")])
+def test_a_kernel_that_reads_or_writes_the_wrong_vectors_fails(rt, test, layout, bug):
+    rt.fake.kernels["stream"] = stream_player(bug)
+    spec = CATALOG.get(test)
+    w = stream.StreamWorkload(spec, next(v for v in spec.variants if v.name == layout), rt, kernels.STREAM)
+    try:
+        assert ("did not wrap" if bug == "wrap" else "differ from the host reference") in w.verify()
+    finally:
+        w.close()

@@ -4,7 +4,7 @@ One entry per ISA family (the gfx targets that share an instruction set). For ev
 an entry holds either the native path (the instruction, and for matrix tests every MFMA/WMMA form
 that takes those operand and accumulator types) or the unsupported reason with its [category].
 The matrix forms name the FORM struct of shaders/matrix_amd.cu and the clang builtin it calls;
-tests/test_matrix_amd_source.py keeps the two in step.
+tests/test_shaders_matrix_amd.py keeps the two in step.
 
 Sources:
   [TP]   LLVM llvm/lib/TargetParser/TargetParser.cpp, fillAMDGCNFeatureMap: the features of each

@@ -1,0 +1,36 @@
+"""peakbench.kernels: the CUDA-dialect kernels' data that CUDA and HIP share (the bf16 test's
+family and variants), and the capability table both build from their rules."""
+from __future__ import annotations
+
+import sys
+import types
+
+from peakbench import kernels
+from peakbench.catalog import default_catalog
+
+CATALOG = default_catalog()
+
+
+def test_bf16_runs_the_fma_family_with_packed_pairs():
+    bf16 = CATALOG.get("compute.bf16")
+    assert kernels.alu_kernel(bf16, kernels.variants(bf16)[0], None).family == "fma"
+    assert [v.width for v in kernels.variants(bf16)] == [2, 4]
+    assert kernels.variants(CATALOG.get("compute.fp32")) == CATALOG.get("compute.fp32").variants
+
+
+def test_the_table_routes_each_family_to_the_backends_rule_or_matrix_module(monkeypatch):
+    matrix = types.ModuleType("fake_matrix")
+    matrix.support = lambda test, rt: f"[hardware] no {test.dtype} matrix on {rt}"
+    matrix.variants = lambda test, rt: ("a shape",)
+    matrix.workload = lambda test, variant, rt: ("workload", test.name, variant, rt)
+    monkeypatch.setitem(sys.modules, "fake_matrix", matrix)
+    table = kernels.Table(lambda test, rt: None if test.dtype == "fp32" else "[hardware] no vector path", "fake_matrix")
+    fp16_matrix = CATALOG.get("matrix.fp16.fp32")
+    assert table.support(CATALOG.get("compute.fp32"), "gpu") is None
+    assert table.support(CATALOG.get("compute.fp16"), "gpu") == "[hardware] no vector path"
+    assert table.support(fp16_matrix, "gpu") == "[hardware] no fp16.fp32 matrix on gpu"
+    assert table.support(CATALOG.get("memory.read"), "gpu") is None      # the streams run everywhere
+    assert table.variants(fp16_matrix, "gpu") == ("a shape",)
+    assert table.variants(CATALOG.get("memory.read"), "gpu") == CATALOG.get("memory.read").variants
+    assert table.matrix_workload(fp16_matrix, "v", "gpu") == ("workload", "matrix.fp16.fp32", "v", "gpu")
+    assert table.STREAM.source == "mem.cu" and table.EMPTY == ("mem.cu", "empty")
