@@ -84,12 +84,6 @@ def alu_kernel(test: TestSpec, variant: Variant, rt) -> AluKernel:
     return AluKernel(shader, "main", test.kernel, settings, {"shader": shader}, evidence)
 
 
-def census(kernel, rt):
-    """The main loop of a kernel's SPIR-V (vulkan/spirv_census.py): the pipeline's module."""
-    from peakbench.vulkan.spirv_census import census as spirv
-    return spirv(kernel.binary)
-
-
 def variants(test: TestSpec, rt) -> tuple[Variant, ...]:
     """The catalog's variants (less the stream layouts that reduce with subgroup arithmetic
     where it is missing), or for matrix tests the shapes this driver reports."""

@@ -10,7 +10,6 @@ offers, and per family the kernel it runs as data:
     matrix_workload(test, variant, rt) -> a matrix.MatrixWorkload
     STREAM: stream.StreamKernel               chase_kernel(rt) -> chase.ChaseKernel
     EMPTY: (source, entry)                    LAUNCH_PARAMS: dict
-    census(kernel, rt) -> LoopCensus (optional: the runtime's census(kernel) otherwise)
 """
 from __future__ import annotations
 
@@ -37,10 +36,7 @@ class Device:
             raise Unsupported(reason)
         rt, table = self.rt, self.table
         if test.family == "compute":
-            workload = alu.AluWorkload(test, variant, rt, table.alu_kernel(test, variant, rt))
-            if hasattr(table, "census"):         # the table reads its own modules (Vulkan: SPIR-V)
-                workload.census = table.census(workload.kernel, rt)
-            return workload
+            return alu.AluWorkload(test, variant, rt, table.alu_kernel(test, variant, rt))
         if test.family == "matrix":
             return table.matrix_workload(test, variant, rt)
         if test.family == "memory":
