@@ -113,6 +113,21 @@ def timer(timing: list[tuple[float, float]]) -> tuple[str | None, str]:
     return None, f"GPU/wall {ratio:.3f} over {len(long)} launches"
 
 
+def at_counts(counts: tuple[int, ...], check, noun: str, evidence: dict) -> str | None:
+    """Verification after each count in turn (`check(n)` -> problem or None). A mismatch after a
+    later count, where the first matched, is the iterations guard's: the loop ran fewer
+    iterations or passes than it was given."""
+    for n in counts:
+        problem = check(n)
+        if problem and n != counts[0]:
+            return reason("iterations", f"output after {n} {noun} differs from the host's"
+                                        f" (it matched after {counts[0]}): {problem}")
+        if problem:
+            return problem
+    evidence.setdefault("guards", {})["iterations"] = f"{noun} checked at {' and '.join(map(str, counts))}"
+    return None
+
+
 def clock_ceiling(test, value: float, clock_mhz: float | None, spec) -> tuple[str | None, str]:
     """(problem, evidence) of a compute or matrix rate against the spec's peak at the measured
     clock. A reading under the boost clock may be a sample taken between launches (NVML reports

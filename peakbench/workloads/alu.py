@@ -95,19 +95,13 @@ class AluWorkload:
         the host (exactly, except the float64 FMA and the bfloat16 dot product:
         alu_reference.TOLERANCE): a loop that runs fewer iterations than it is given fails the
         second (guard iterations)."""
-        for n in VERIFY_ITERATIONS:
+        def check(n: int) -> str | None:
             self.rt.fill(self.out, 0xFF)                 # NaN for floats, -1 for integers
             self.run(n)
             got = decode(self.rt.download(self.out), self.test.dtype, self.bf16_words)
-            problem = ref.check(self.family, self.test.dtype, self.inputs, self.test.accumulators,
-                                n * self.variant.unroll, got.reshape(self.threads, *self.out_shape))
-            if problem and n != VERIFY_ITERATIONS[0]:
-                return guards.reason("iterations", f"output after {n} iterations differs from the host's"
-                                     f" (it matched after {VERIFY_ITERATIONS[0]}): {problem}")
-            if problem:
-                return problem
-        self.evidence.setdefault("guards", {})["iterations"] = f"checked at {' and '.join(map(str, VERIFY_ITERATIONS))}"
-        return None
+            return ref.check(self.family, self.test.dtype, self.inputs, self.test.accumulators,
+                             n * self.variant.unroll, got.reshape(self.threads, *self.out_shape))
+        return guards.at_counts(VERIFY_ITERATIONS, check, "iterations", self.evidence)
 
     def close(self) -> None:
         release(self, self.rt.free, "inp", "out")
