@@ -47,3 +47,18 @@ def alu_params(keep=lambda test, variant: True, marks=lambda test, variant: ()) 
     return [pytest.param(t, v, id=f"{t.name}-{v.name}", marks=marks(t, v))
             for t in default_catalog().tests if t.family == "compute" and t.kernel
             for v in t.variants if keep(t, v)]
+
+
+def record_tool_runs(sh, monkeypatch) -> list:
+    """The compiler processes peakbench.vulkan.shaders starts from now on (their binaries, in
+    order); the tool versions are read first, so that their own runs are not counted."""
+    sh.tool_versions()
+    calls = []
+    real = sh._run
+
+    def run(args, what=""):
+        calls.append(args[0])
+        return real(args, what)
+
+    monkeypatch.setattr(sh, "_run", run)
+    return calls

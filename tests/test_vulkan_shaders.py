@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from helpers import alu_params
+from helpers import alu_params, record_tool_runs
 from peakbench.catalog import default_catalog
 from peakbench.workloads import alu
 
@@ -52,16 +52,7 @@ def test_catalog_kernels_compile_and_validate(sh, wl, test, variant):
 def counted_tools(sh, monkeypatch, tmp_path):
     """A fresh cache folder and a count of the compiler processes started."""
     monkeypatch.setenv("PEAKBENCH_CACHE", str(tmp_path / "cache"))
-    sh.tool_versions()                         # computed once per process, before counting
-    calls = []
-    real = sh._run
-
-    def run(args, what=""):
-        calls.append(args[0])
-        return real(args, what)
-
-    monkeypatch.setattr(sh, "_run", run)
-    return calls
+    return record_tool_runs(sh, monkeypatch)
 
 
 def test_second_compile_hits_the_cache(sh, counted_tools, monkeypatch):

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from helpers import run_peakbench
+from helpers import record_tool_runs, run_peakbench
 
 SHADERS = [("empty.comp", {}),
            ("mem_stream.comp", {"MODE": 3, "UNROLL": 2}),
@@ -46,16 +46,7 @@ def cache(sh, pristine, tmp_path, monkeypatch):
 @pytest.fixture
 def counted_compiles(sh, monkeypatch):
     """The tool processes started (spirv-val once per compile)."""
-    sh.tool_versions()
-    calls = []
-    real = sh._run
-
-    def run(args, what=""):
-        calls.append(args[0])
-        return real(args, what)
-
-    monkeypatch.setattr(sh, "_run", run)
-    return calls
+    return record_tool_runs(sh, monkeypatch)
 
 
 def notes(err: str) -> list[str]:
