@@ -127,5 +127,6 @@ class Catalog:
 
 
 def default_catalog() -> Catalog:
-    from peakbench.catalog import compute, matrix, memory
-    return Catalog(list(compute.TESTS) + list(matrix.TESTS) + list(memory.TESTS))
+    from peakbench.catalog import atomic, compute, gemm, matrix, memory, onchip, sfu, transfer
+    families = (compute, sfu, atomic, matrix, gemm, memory, onchip, transfer)
+    return Catalog([test for family in families for test in family.TESTS])

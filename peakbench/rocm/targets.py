@@ -339,7 +339,8 @@ def alu_support(test: TestSpec, rt) -> str | None:
 
 
 # The device table the workloads read (peakbench/workloads/__init__.py); rocm/matrix.py imports this module.
-TABLE = kernels.Table(alu_support, "peakbench.rocm.matrix")
+TABLE = kernels.Table(alu_support, "peakbench.rocm.matrix",
+                      {"transfer": "peakbench.rocm.transfer", "gemm": "peakbench.rocm.gemm"})
 
 
 def table(arch: str) -> dict[str, dict]:

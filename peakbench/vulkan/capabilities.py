@@ -2,6 +2,8 @@
 and the kernel each family runs here (the workloads themselves are peakbench/workloads/)."""
 from __future__ import annotations
 
+import importlib
+
 from peakbench.backend import Unsupported
 from peakbench.catalog import TestSpec, Variant
 from peakbench.catalog import alu_reference as ref
@@ -46,11 +48,27 @@ NO_KERNEL = {
     "int4": "[api] Vulkan and SPIR-V have no 4-bit integer type",
     "fp4": "[api] Vulkan and SPIR-V have no 4-bit float type",
 }
+# Kernel families with a module of their own, by the test's `kernel` (each module: support(test,
+# rt), workload(test, variant, rt), optionally variants(test, rt)).
+MODULES = {"shared": "peakbench.vulkan.onchip", "l2": "peakbench.vulkan.onchip",
+           "transfer": "peakbench.vulkan.transfer", "sfu": "peakbench.vulkan.sfu",
+           "atomic": "peakbench.vulkan.atomic"}
+NO_GEMM = "[api] Vulkan has no vendor GEMM library (cuBLASLt and hipBLASLt are CUDA and HIP only)"
+
+
+def module(test: TestSpec):
+    """The module of a test's kernel family, or None for the families this table runs itself."""
+    name = MODULES.get(test.kernel)
+    return importlib.import_module(name) if name else None
 
 
 def support(test: TestSpec, rt) -> str | None:
     if test.family == "matrix":
         return coopmat.support(test, rt)
+    if test.family == "gemm":
+        return NO_GEMM
+    if module(test):
+        return module(test).support(test, rt)
     if test.family in ("memory", "latency", "launch"):
         return None
     caps, driver = rt.caps, rt.driver_label
@@ -89,6 +107,8 @@ def variants(test: TestSpec, rt) -> tuple[Variant, ...]:
     where it is missing), or for matrix tests the shapes this driver reports."""
     if test.family == "matrix":
         return coopmat.variants(test, rt)
+    if module(test) and hasattr(module(test), "variants"):
+        return module(test).variants(test, rt)
     if test.kernel == "stream" and not rt.caps.subgroup_arithmetic:
         return tuple(v for v in test.variants if v.name not in SUBGROUP_LAYOUTS)
     return test.variants
@@ -96,6 +116,10 @@ def variants(test: TestSpec, rt) -> tuple[Variant, ...]:
 
 def matrix_workload(test: TestSpec, variant: Variant, rt):
     return coopmat.MatrixWorkload(test, variant, rt)
+
+
+def workload(test: TestSpec, variant: Variant, rt):
+    return module(test).workload(test, variant, rt)
 
 
 def chase_kernel(rt) -> ChaseKernel:

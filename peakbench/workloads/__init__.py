@@ -10,6 +10,9 @@ offers, and per family the kernel it runs as data:
     matrix_workload(test, variant, rt) -> a matrix.MatrixWorkload
     STREAM: stream.StreamKernel               chase_kernel(rt) -> chase.ChaseKernel
     EMPTY: (source, entry)                    LAUNCH_PARAMS: dict
+    module(test) -> the module of a kernel family the table does not run itself (shared
+    memory, L2, host transfers, special functions, atomics, vendor GEMM), or None
+    workload(test, variant, rt) -> that module's workload for the test
 """
 from __future__ import annotations
 
@@ -35,6 +38,8 @@ class Device:
         if reason:
             raise Unsupported(reason)
         rt, table = self.rt, self.table
+        if table.module(test) is not None:
+            return table.workload(test, variant, rt)
         if test.family == "compute":
             return alu.AluWorkload(test, variant, rt, table.alu_kernel(test, variant, rt))
         if test.family == "matrix":

@@ -43,31 +43,54 @@ def alu_kernel(test, variant: Variant, rt) -> AluKernel:
                      bf16_words=True)
 
 
+# Kernel families with a module of their own, by the test's `kernel`: the same for CUDA and HIP
+# (each module: support(test, rt), workload(test, variant, rt), optionally variants(test, rt)).
+MODULES = {"shared": "peakbench.kernels.onchip", "l2": "peakbench.kernels.onchip",
+           "sfu": "peakbench.kernels.sfu", "atomic": "peakbench.kernels.atomic"}
+
+
 class Table:
     """The capability table (what peakbench.workloads.Device reads) of a backend that runs these
-    kernels: the backend's vector-ALU rule `alu_support(test, rt)`, and its matrix module, named
-    here and imported when first asked (it may import the backend's table), with support(test,
-    rt), variants(test, rt) and workload(test, variant, rt). The memory, latency and launch
-    kernels run everywhere; the other families take the catalog's variants."""
+    kernels: the backend's vector-ALU rule `alu_support(test, rt)`, its matrix module, and the
+    modules of the other kernel families (MODULES and the backend's own, e.g. its host transfers
+    and vendor GEMM), each named here and imported when first asked (it may import the backend's
+    table). A module has support(test, rt), workload(test, variant, rt) and, where it offers
+    other variants than the catalog's, variants(test, rt). The memory, latency and launch kernels
+    run everywhere."""
     STREAM, EMPTY, LAUNCH_PARAMS = STREAM, EMPTY, LAUNCH_PARAMS
     alu_kernel = staticmethod(alu_kernel)
     chase_kernel = staticmethod(chase_kernel)
 
-    def __init__(self, alu_support, matrix: str):
+    def __init__(self, alu_support, matrix: str, modules: dict[str, str] | None = None):
         self.alu_support, self.matrix_module = alu_support, matrix
+        self.modules = {**MODULES, **(modules or {})}
 
     def matrix(self):
         return importlib.import_module(self.matrix_module)
+
+    def module(self, test):
+        """The module of a test's kernel family, or None for the families this table runs itself."""
+        name = self.modules.get(test.kernel)
+        return importlib.import_module(name) if name else None
 
     def support(self, test, rt) -> str | None:
         if test.family == "compute":
             return self.alu_support(test, rt)
         if test.family == "matrix":
             return self.matrix().support(test, rt)
-        return None
+        module = self.module(test)
+        return module.support(test, rt) if module else None
 
     def variants(self, test, rt) -> tuple[Variant, ...]:
-        return self.matrix().variants(test, rt) if test.family == "matrix" else variants(test)
+        if test.family == "matrix":
+            return self.matrix().variants(test, rt)
+        module = self.module(test)
+        if module and hasattr(module, "variants"):
+            return module.variants(test, rt)
+        return variants(test)
 
     def matrix_workload(self, test, variant: Variant, rt):
         return self.matrix().workload(test, variant, rt)
+
+    def workload(self, test, variant: Variant, rt):
+        return self.module(test).workload(test, variant, rt)

@@ -1,0 +1,3 @@
+"""Atomic read-modify-write throughput on global and shared memory."""
+
+TESTS = ()

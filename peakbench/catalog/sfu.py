@@ -1,0 +1,3 @@
+"""Special-function units (reciprocal, square root, exponential, logarithm, sine)."""
+
+TESTS = ()

@@ -1,0 +1,3 @@
+"""Host-device transfers over the host link (PCIe, NVLink-C2C)."""
+
+TESTS = ()
