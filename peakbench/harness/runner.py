@@ -14,7 +14,7 @@ from typing import Callable
 
 from peakbench.harness.stats import Summary, median, stdrel, summarize
 
-SCALE = {"TFLOPS": 1e12, "TOPS": 1e12, "GB/s": 1e9}     # work per second in the unit
+SCALE = {"TFLOPS": 1e12, "TOPS": 1e12, "GOPS": 1e9, "GB/s": 1e9}     # work per second in the unit
 PER = {"ns": 1e9, "us": 1e6}                            # the unit in a second (time per item)
 
 
