@@ -55,3 +55,20 @@ def run_on_file(command: list[str], data: bytes, name: str, timeout: float = 60)
         except (OSError, subprocess.TimeoutExpired):
             return None
     return done.stdout if done.returncode == 0 else None
+
+
+# nvdisasm names branch targets by label ("BRA `(.L_x_1)"), cuobjdump by address ("BRA 0x390"):
+# a listing with labels gets each label's address in its place, so one loop finder reads both.
+_LABEL = re.compile(r"^(\.L\w+):\s*$", re.M)
+_ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/")
+_LABEL_REF = re.compile(r"`\((\.L\w+)\)")
+
+
+def with_addresses(listing: str) -> str:
+    """The listing with each branch's label target replaced by the address it labels."""
+    where = {}
+    for m in _LABEL.finditer(listing):
+        after = _ADDRESS.search(listing, m.end())
+        if after:
+            where[m.group(1)] = int(after.group(1), 16)
+    return _LABEL_REF.sub(lambda m: f"0x{where[m.group(1)]:x}" if m.group(1) in where else m.group(0), listing)

@@ -44,6 +44,9 @@ class hiprtcResult(enum.IntEnum):
     HIPRTC_ERROR_COMPILATION = 6
 
 
+MARK = b"\0fake-hip-module\0"      # after a code object: what the fake module loader reads
+
+
 class FakePointer:
     """What hipMalloc returns: int() gives the address."""
 
@@ -270,7 +273,7 @@ class FakeHip(_Api):
     # modules and launches
     @api(1)
     def hipModuleLoadData(self, image):
-        meta = json.loads(bytes(image)[4:].decode())          # FakeHiprtc's code objects
+        meta = json.loads(bytes(image).rsplit(MARK, 1)[1].decode())     # FakeHiprtc's code objects
         return self._handle("module", **meta)
 
     @api(1)
@@ -321,6 +324,8 @@ class FakeHiprtc(_Api):
         self.programs: list[Program] = []
         self.compile_error: str | None = None     # set: the next compiles fail with this log
         self.warning_log = ""
+        # fn(name, options) -> a real code object (or None) that the fake returns in its place
+        self.code_objects = None
 
     @api(1)
     def hiprtcCreateProgram(self, source, name, num_headers, headers, include_names):
@@ -358,11 +363,13 @@ class FakeHiprtc(_Api):
     def hiprtcDestroyProgram(self, ref):
         ref.destroyed = True
 
-    @staticmethod
-    def _code(prog) -> bytes:
-        """A code object the fake module loader reads back: the kernel's name and options."""
+    def _code(self, prog) -> bytes:
+        """A code object the fake module loader reads back: a real one from `code_objects` (or an
+        ELF magic alone), then MARK and the kernel's name and options."""
         name = prog.name.decode().removesuffix(".cu")
-        return b"\x7fELF" + json.dumps({"name": name, "options": [o.decode() for o in prog.options]}).encode()
+        options = [o.decode() for o in prog.options]
+        real = self.code_objects(name, options) if self.code_objects else None
+        return (real or b"\x7fELF") + MARK + json.dumps({"name": name, "options": options}).encode()
 
 
 def pair(devices: list[dict] | None = None, **kwargs) -> tuple[FakeHip, FakeHiprtc]:

@@ -4,7 +4,13 @@ with the reason of the guard that caught it (peakbench/harness/guards.py).
 
 Kernel faults are edits of a copy of shaders/ that the run finds through PEAKBENCH_SHADERS, in a
 subprocess, as a kernel developer would run it; faults in formulas, the timer and the chase's
-layout are not kernels and are planted in-process through cli.main."""
+layout are not kernels and are planted in-process through cli.main.
+
+The CUDA-dialect path is planted through the fake HIP runtime at the end (`peakbench --backend
+rocm --quick`, a numpy player for shaders/alu.cu); its types and work guards read real code
+objects in tests/test_rocm_census.py, the SASS ones tests/test_cuda_census.py and
+tests/test_vulkan_sass_evidence.py. A plain quick run on lavapipe, with no fault, is all ok or
+unsupported (test_a_plain_quick_run_raises_no_false_alarm)."""
 from __future__ import annotations
 
 import json
@@ -17,7 +23,7 @@ import pytest
 
 from peakbench.sources import SHADERS
 
-pytestmark = pytest.mark.usefixtures("vulkan_backend")
+lavapipe = pytest.mark.usefixtures("vulkan_backend")
 
 
 def results(path) -> dict:
@@ -56,11 +62,13 @@ def assert_caught(result: dict, guard: str, *words: str) -> None:
 
 
 # -- kernels ---------------------------------------------------------------------------------
+@lavapipe
 def test_an_alu_loop_doing_half_its_iterations_fails_the_iterations_guard(tmp_path):
     r = run_edited(tmp_path, "alu_fma.comp", "i < push.iterations; i++", "i < push.iterations; i += 2", "compute.fp32")
     assert_caught(r["compute.fp32"], "iterations", "after 2 iterations", "matched after 1")
 
 
+@lavapipe
 def test_scalar_fp16_work_under_the_packed_label_fails_the_types_guard(tmp_path):
     # Lane by lane: the same results, so only the module's types tell.
     r = run_edited(tmp_path, "alu_fma.comp", "acc[k] = fma(acc[k], b_, c_);",
@@ -68,6 +76,7 @@ def test_scalar_fp16_work_under_the_packed_label_fails_the_types_guard(tmp_path)
     assert_caught(r["compute.fp16"], "types", "f16 arithmetic", "packed f16x2")
 
 
+@lavapipe
 def test_a_kernel_doing_less_work_per_step_fails_the_work_guard(tmp_path):
     # x = x * b + c as one multiply: fewer ops than the catalog counts (the check at 1 and 2
     # iterations would catch the values too; the work guard reads the module first).
@@ -75,6 +84,7 @@ def test_a_kernel_doing_less_work_per_step_fails_the_work_guard(tmp_path):
     assert_caught(r["compute.int32"], "work", "512 OpIMul i32", "the catalog claims 1024")
 
 
+@lavapipe
 def test_a_read_doing_half_its_passes_fails_the_iterations_guard(tmp_path):
     r = run_edited(tmp_path, "mem_stream.comp", "pass < push.passes; pass++) {", "pass < push.passes; pass += 2) {",
                    "memory.read")
@@ -82,6 +92,7 @@ def test_a_read_doing_half_its_passes_fails_the_iterations_guard(tmp_path):
 
 
 # -- formulas, timer, layout -------------------------------------------------------------------
+@lavapipe
 def test_a_doubled_op_count_fails_the_work_guard(tmp_path, monkeypatch):
     from peakbench.catalog import ComputeTest
     monkeypatch.setattr(ComputeTest, "per_item", lambda self, variant: 2 * variant.ops_per_step)
@@ -89,6 +100,7 @@ def test_a_doubled_op_count_fails_the_work_guard(tmp_path, monkeypatch):
     assert_caught(r["compute.fp32"], "work", "512 Fma f32 = 1024 ops", "the catalog claims 2048")
 
 
+@lavapipe
 def test_a_timer_ten_times_too_fast_fails_the_timer_guard(tmp_path, monkeypatch):
     from peakbench.vulkan.runtime import VulkanRuntime
     launch = VulkanRuntime.launch
@@ -98,6 +110,7 @@ def test_a_timer_ten_times_too_fast_fails_the_timer_guard(tmp_path, monkeypatch)
     assert_caught(r["memory.write"], "timer", "the GPU timer runs fast")
 
 
+@lavapipe
 def test_a_chase_with_16_byte_steps_fails_the_stride_guard(tmp_path, monkeypatch):
     from peakbench.workloads import chase
     monkeypatch.setattr(chase, "LINE", 16)
@@ -105,6 +118,7 @@ def test_a_chase_with_16_byte_steps_fails_the_stride_guard(tmp_path, monkeypatch
     assert_caught(r["latency.l1"], "chase-stride", "nodes 16 B apart", "cache line")
 
 
+@lavapipe
 def test_an_fp16_kernel_under_the_fp8_label_is_never_ok(tmp_path, monkeypatch):
     from peakbench.catalog import default_catalog
     from peakbench.vulkan import capabilities
@@ -140,6 +154,7 @@ def spec_file(tmp_path, peak: float, boost_mhz: float) -> str:
     return str(path)
 
 
+@lavapipe
 def test_a_rate_above_the_per_clock_peak_fails_the_clock_ceiling_guard(tmp_path, monkeypatch):
     from peakbench.vulkan.runtime import VulkanRuntime
     monkeypatch.setattr(VulkanRuntime, "clock_mhz", lambda self: 1000.0)
@@ -148,8 +163,134 @@ def test_a_rate_above_the_per_clock_peak_fails_the_clock_ceiling_guard(tmp_path,
     assert_caught(r["compute.fp32"], "clock-ceiling", "x the per-clock peak at 1000 MHz")
 
 
+@lavapipe
 def test_a_cycle_count_above_the_maximum_clock_fails_the_cycle_clock_guard(tmp_path, monkeypatch, vulkan_device):
     if not vulkan_device.rt.kernel_clock:
         pytest.skip("this driver's kernels cannot read a cycle counter")
     r = run_inprocess(tmp_path, monkeypatch, "latency.l1", "--spec", spec_file(tmp_path, 1.0, 1))
     assert_caught(r["latency.l1"], "cycle-clock", "the device's maximum is 1 MHz")
+
+
+@lavapipe
+def test_a_timer_ten_times_too_slow_fails_the_timer_guard(tmp_path, monkeypatch):
+    from peakbench.harness import guards
+    from peakbench.vulkan.runtime import VulkanRuntime
+    launch = VulkanRuntime.launch
+    monkeypatch.setattr(VulkanRuntime, "launch", lambda self, *a, **k: launch(self, *a, **k) * 10)
+    monkeypatch.setattr(guards, "MIN_WALL_S", 0.0005)     # the quick run's samples, ~0.5 ms GPU time each
+    r = run_inprocess(tmp_path, monkeypatch, "compute.fp32")
+    assert_caught(r["compute.fp32"], "timer", "the GPU timer runs slow")
+
+
+@lavapipe
+def test_an_int64_loop_doing_less_work_per_step_fails_the_work_guard(tmp_path):
+    # the 64-bit integer path (GLSL int64_t): a multiply where the catalog counts a multiply-add
+    r = run_edited(tmp_path, "alu_fma.comp", "acc[k] = acc[k] * b_ + c_;", "acc[k] = acc[k] * b_;", "compute.int64")
+    if r["compute.int64"]["status"] == "unsupported":
+        pytest.skip(r["compute.int64"]["reason"])
+    assert_caught(r["compute.int64"], "work", "512 OpIMul i64", "the catalog claims 1024")
+
+
+@lavapipe
+def test_a_plain_quick_run_raises_no_false_alarm(tmp_path):
+    out = tmp_path / "out.json"
+    env = {**os.environ, "PEAKBENCH_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "peakbench", "--backend", "vulkan", "--quick", "--json", str(out)],
+                          env=env, capture_output=True, text=True, timeout=900)
+    found = results(out)
+    wrong = {name: r["reason"] for name, r in found.items() if r["status"] not in ("ok", "unsupported")}
+    assert not wrong and done.returncode == 0, wrong or done.stderr
+    ok = [r for r in found.values() if r["status"] == "ok"]
+    assert any(r["test"].startswith("compute.") for r in ok)
+    for r in ok:
+        checks = r["evidence"].get("guards", {})
+        if r["test"].startswith("compute."):
+            assert checks["work"]["ops_counted"] % checks["work"]["ops_claimed"] == 0, r["test"]
+            assert checks["types"].endswith("(SPIR-V)"), r["test"]
+            assert checks["iterations"] == "iterations checked at 1 and 2", r["test"]
+
+
+# -- the CUDA dialect, through the fake HIP runtime ------------------------------------------------
+MIB = 1 << 20
+
+
+@pytest.fixture
+def fake_rocm(monkeypatch):
+    """A small fake MI300X as `hip` (2 CUs), no amdsmi; yields the FakeHip."""
+    import fake_hip
+    monkeypatch.setitem(sys.modules, "amdsmi", None)
+    gpu = fake_hip.mi300x(multiProcessorCount=2, maxThreadsPerMultiProcessor=256, totalGlobalMem=(1 << 30) + 64 * MIB)
+    hip, rtc = fake_hip.pair([gpu])
+    fake_hip.install(monkeypatch, hip, rtc)
+    return hip
+
+
+def alu_player(stop_after: int | None = None, seconds_per_iteration: float = 0.0):
+    """shaders/alu.cu played in numpy (tests/test_workloads_alu.py) for the verification launches;
+    `stop_after`: the loop ends after that many iterations (a lost trip count);
+    `seconds_per_iteration`: host time each iteration takes (the wall time a timer is held to)."""
+    import time
+
+    import fake_hip
+    from test_workloads_alu import alu_player as play_alu
+    play = play_alu()
+
+    def run(fake, launch):
+        n = fake_hip.scalar(launch["extra"][2])
+        time.sleep(n * seconds_per_iteration)
+        if n <= 2:
+            if stop_after is not None and n > stop_after:
+                launch["extra"][2].value = stop_after
+            play(fake, launch)
+    return run
+
+
+def run_rocm(tmp_path, tests: str, *extra: str, code: int = 1) -> dict:
+    from peakbench import cli
+    out = tmp_path / "out.json"
+    assert cli.main(["--backend", "rocm", "--quick", "--tests", tests, "--json", str(out), *extra]) == code
+    return results(out)
+
+
+def test_through_the_fake_hip_a_loop_ending_early_fails_the_iterations_guard(tmp_path, fake_rocm):
+    fake_rocm.kernels["alu"] = alu_player(stop_after=1)
+    fake_rocm.elapsed_ms = lambda launch: 1e-3 * launch["extra"][2].value
+    r = run_rocm(tmp_path, "compute.fp32")
+    assert_caught(r["compute.fp32"], "iterations", "after 2 iterations", "matched after 1")
+
+
+def test_through_the_fake_hip_a_timer_ten_times_too_fast_fails_the_timer_guard(tmp_path, fake_rocm):
+    fake_rocm.kernels["alu"] = alu_player(seconds_per_iteration=1e-6)       # 1 us of wall time an iteration
+    fake_rocm.elapsed_ms = lambda launch: 1e-4 * launch["extra"][2].value    # the GPU timer says 0.1 us
+    r = run_rocm(tmp_path, "compute.fp32")
+    assert_caught(r["compute.fp32"], "timer", "the GPU timer runs fast")
+
+
+def test_through_the_fake_hip_a_rate_above_the_per_clock_peak_fails_the_clock_ceiling_guard(tmp_path, fake_rocm,
+                                                                                             monkeypatch):
+    from peakbench.rocm.runtime import HipRuntime
+    monkeypatch.setattr(HipRuntime, "clock_mhz", lambda self: 1000.0)
+    fake_rocm.kernels["alu"] = alu_player(seconds_per_iteration=1e-6)       # wall time as the GPU's
+    fake_rocm.elapsed_ms = lambda launch: 1e-3 * launch["extra"][2].value
+    r = run_rocm(tmp_path, "compute.fp32", "--spec", spec_file(tmp_path, 0.001, 1000))
+    assert_caught(r["compute.fp32"], "clock-ceiling", "x the per-clock peak at 1000 MHz")
+
+
+def test_through_the_fake_hip_a_chase_with_16_byte_steps_fails_the_stride_guard(tmp_path, fake_rocm, monkeypatch):
+    from peakbench.workloads import chase
+    monkeypatch.setattr(chase, "LINE", 16)
+    monkeypatch.setattr(chase, "sweep", lambda rt, kernel, max_bytes: None)     # the guard reads the layout first
+    r = run_rocm(tmp_path, "latency.l1")
+    assert_caught(r["latency.l1"], "chase-stride", "nodes 16 B apart", "cache line 128 B (vendor documentation)")
+
+
+def test_through_the_fake_hip_an_fp16_kernel_under_the_fp8_label_is_never_ok(tmp_path, fake_rocm, monkeypatch):
+    from peakbench.catalog import default_catalog
+    from peakbench.rocm import targets
+    fp16 = default_catalog().get("compute.fp16")
+    table = targets.TABLE
+    support, variants = table.support, table.variants
+    monkeypatch.setattr(table, "support", lambda test, rt: None if test.name == "compute.fp8_e4m3" else support(test, rt))
+    monkeypatch.setattr(table, "variants", lambda test, rt: fp16.variants if test.name == "compute.fp8_e4m3" else variants(test, rt))
+    r = run_rocm(tmp_path, "compute.fp8_e4m3")
+    assert_caught(r["compute.fp8_e4m3"], "types", "no native kernel")

@@ -24,3 +24,71 @@ def test_a_low_clock_reading_is_a_note_not_a_failure():
     problem, text = guards.clock_ceiling(TEST, 0.9, 555.0, SPEC)
     assert problem is None
     assert "1.62x" in text and "looks low" in text and "0.90x" in text
+
+
+# -- timer ---------------------------------------------------------------------------------------
+def test_a_busy_host_adds_wall_time_but_is_no_fast_timer():
+    # lavapipe under load: most launches waited for the CPU, one did not
+    timing = [(0.00425, 0.0126)] * 9 + [(0.00425, 0.0045)]
+    problem, text = guards.timer(timing)
+    assert problem is None and text == "GPU/wall 0.337 over 10 launches, at most 0.944 over 10 of 2 ms GPU time"
+
+
+def test_a_timer_fast_in_every_launch_fails():
+    problem, _ = guards.timer([(0.005, 0.05)] * 5)
+    assert problem == ("GPU time 5 ms for a launch whose host wall time was 50 ms: the GPU timer runs fast"
+                       " (GPU/wall at most 0.10 over 5 launches, at least 0.25)")
+
+
+def test_a_shortfall_a_busy_host_can_cause_is_no_fast_timer():
+    # lavapipe with every core loaded: a 3.1 ms copy took 12.2 ms, a 28.5 ms dispatch 74.4 ms, a
+    # 0.07 ms dispatch 2.2 ms
+    assert guards.timer([(0.0031, 0.0122)] * 10)[0] is None
+    assert guards.timer([(0.0285, 0.0744)] * 10)[0] is None
+    assert guards.timer([(0.00007, 0.0022)] * 5) == (None, "GPU/wall 0.032 over 5 launches")     # judged for slow only
+
+
+def test_a_timer_slow_in_the_typical_launch_fails_and_short_launches_are_not_judged():
+    problem, _ = guards.timer([(0.04, 0.004)] * 4 + [(0.004, 0.004)])
+    assert problem and "the GPU timer runs slow (GPU/wall 10.00, at most 1.05)" in problem
+    assert guards.timer([(0.0001, 0.001)] * 5) == (None, "not checked: no launch of 2 ms or more")
+    assert guards.timer([(0.004, 0.001)] * 5)[0] is None          # wall time too short to judge
+
+
+# -- types and work on the census --------------------------------------------------------------
+def census(ops, work, types, source="SASS"):
+    from peakbench.runtime import LoopCensus
+    return LoopCensus(ops, work, frozenset(types), source)
+
+
+def test_an_int8_loop_must_hold_the_dot_product_not_only_its_accumulate():
+    from peakbench.catalog import default_catalog
+    int8 = default_catalog().get("compute.int8")
+    assert guards.types(int8, None, census({"IDP.4A.S8.S8 i8x4": 512}, 4096, {"i8x4"}))[0] is None
+    problem, _ = guards.types(int8, None, census({"IMAD i32": 512}, 1024, {"i32"}))
+    assert problem == "module does i32 arithmetic; test compute.int8 is int8 (i32 and i8x4)"
+
+
+def test_machine_types_and_pieces_are_not_false_alarms():
+    from peakbench.catalog import default_catalog
+    cat = default_catalog()
+    # NVIDIA runs int16 lanes as IMAD on 32-bit registers; SPIR-V keeps its i16
+    assert guards.types(cat.get("compute.int16"), None, census({"IMAD i32": 512}, 1024, {"i32"}))[0] is None
+    problem, _ = guards.types(cat.get("compute.int16"), None, census({"OpIMul i32": 512}, 512, {"i32"}, "SPIR-V"))
+    assert problem == "module does i32 arithmetic; test compute.int16 is int16 (i16)"
+    # 64-bit integers in 32-bit pieces: no instruction is one step, so neither guard judges them
+    int64 = cat.get("compute.int64")
+    pieces = census({"IMAD i32": 1024}, 2048, {"i32"})
+    assert guards.types(int64, None, pieces)[1] == "not checked: SASS computes int64 in 32-bit pieces, no instruction is one step"
+    assert guards.work(int64, int64.variants[0], pieces, 512)[0] is None
+
+
+def test_work_accepts_a_whole_unrolled_multiple_and_says_so():
+    from peakbench.catalog import default_catalog
+    fp16 = default_catalog().get("compute.fp16")
+    v = fp16.variants[0]                                       # x2u64: 64 x 8 items of 4 ops
+    problem, evidence = guards.work(fp16, v, census({"HFMA2 f16x2": 1024}, 4096, {"f16x2"}), 512)
+    assert problem is None and evidence["unrolled"] == 2
+    problem, _ = guards.work(fp16, v, census({"HFMA2 f16x2": 768}, 3072, {"f16x2"}), 512)
+    assert problem == ("loop body has 768 HFMA2 f16x2 = 3072 ops, the catalog claims 2048"
+                       " (64 steps x 8 accumulators x 4 ops)")

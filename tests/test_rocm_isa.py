@@ -59,16 +59,16 @@ class Build:
     defines: tuple[tuple[str, object], ...]
 
 
-# MIRRORS: peakbench/kernels.py alu_kernel() (ELEMENTS, STEP_DOT4X8) with workloads/alu.py's SEEDS,
+# MIRRORS: peakbench/kernels/__init__.py alu_kernel() (ELEMENTS, STEP_DOT4X8) with workloads/alu.py's SEEDS,
 # peakbench/workloads/stream.py
 # StreamWorkload.__init__ (MODES, LAYOUTS, the fill), peakbench/workloads/chase.py Chaser.__init__
-# (CLOCK 0 on HIP, ROUND) and peakbench/rocm/matrix.py MatrixWorkload.__init__ (FORM_<form>, ACC,
+# (CLOCK 0 on HIP, ROUND, POINTER) and peakbench/rocm/matrix.py MatrixWorkload.__init__ (FORM_<form>, ACC,
 # UNROLL, WAVES, WAVE, FMT).
 def build(test: Spec, variant: Variant | None, form: targets.Mma | None = None, fill: bool = False) -> Build:
     """The kernel the ROCm backend compiles for `test` and `variant` (a matrix test: and `form`, with
     the wave size of the family that runs it; the fill: the kernel that writes the source buffer)."""
     if test.family == "compute":
-        element, lanes = {"fp64": ("double", 1), "fp32": ("float", 1), "fp16": ("__half2", 2),
+        element, lanes = {"fp64": ("double", 1), "fp32": ("float", 1), "fp16": ("__half2", 2), "int64": ("long long", 1),
                           "bf16": ("bfloat162", 2), "int32": ("int", 1), "int16": ("short", 1),
                           "int8": ("int", 1)}[test.dtype]
         defines = {"E": element, "STEP_DOT4X8": int(test.kernel == "dot4x8"), "VEC": variant.width // lanes,
@@ -82,7 +82,7 @@ def build(test: Spec, variant: Variant | None, form: targets.Mma | None = None, 
         return Build("mem.cu", "stream", (("MODE", modes[test.dtype]), ("UNROLL", variant.unroll),
                                           ("LAYOUT", layouts[variant.name])))
     if test.family == "latency":
-        return Build("mem.cu", "chase", (("CLOCK", 0), ("ROUND", 256)))
+        return Build("mem.cu", "chase", (("CLOCK", 0), ("ROUND", 256), ("POINTER", 1)))
     defines = {f"FORM_{form.form}": 1, "ACC": variant.accumulators or test.accumulators, "UNROLL": variant.unroll,
                "WAVES": 4, "WAVE": wave_of(form), **({"FMT": form.fmt} if form.fmt is not None else {})}
     return Build("matrix_amd.cu", "mma_peak", tuple(defines.items()))
@@ -111,8 +111,10 @@ def clang_command(target: str, b: Build, path: Path, tools: "Toolchain") -> list
 
 CATALOG = default_catalog()
 ALU_TESTS = [t for t in CATALOG.tests if t.family == "compute" and t.kernel]
-MATRIX_TESTS = [t for t in CATALOG.tests if t.family == "matrix"]
-STREAM_TESTS = [t for t in CATALOG.tests if t.family == "memory"]
+# The families this file mirrors; those with a module of their own (kernels.MODULES: shared memory,
+# L2, special functions, atomics) and the sparse matrices have their own shader tests.
+MATRIX_TESTS = [t for t in CATALOG.tests if t.family == "matrix" and t.kernel == "mma"]
+STREAM_TESTS = [t for t in CATALOG.tests if t.family == "memory" and t.kernel == "stream"]
 CHASE_TEST = next(t for t in CATALOG.tests if t.family == "latency")
 TARGETS = [t for fam in targets.FAMILIES for t in fam.targets]
 # The table lists them; LLVM 21 removed them (gfx942 stands for CDNA3), so LLVM 22 cannot check them.
@@ -554,7 +556,7 @@ def test_a_chase_whose_address_is_uniform_fails_the_check(census):
     target = "gfx90a"
     b = build(CHASE_TEST, None)
     assert isa.check_vector_chase(census.get(target, b).kernel()) is None
-    text = planted("mem.cu", 'asm volatile("" : "+v"(i));', "")
+    text = planted("mem.cu", 'asm volatile("" : "+v"(p));', "")
     failure = isa.check_vector_chase(census.modified(target, b, text).kernel())
     assert failure and "s_load" in failure, failure
 

@@ -423,3 +423,119 @@ def test_on_nvidia_the_users_cache_settings_stay_in_force(tmp_path):
     assert evidence["sass_note"].startswith("SASS evidence is off: the user's shader cache settings are in force")
     assert list(theirs.rglob("*.bin")), "the driver wrote to the user's cache"
     assert list(temp.iterdir()) == []
+
+
+# -- the sass guard: the driver's SASS against the catalog -------------------------------------
+
+def finished(code, driver, writes, name, local=256) -> dict:
+    made = make(code, driver, writes, name, local)
+    sass = code.evidence(made, {})["sass"]
+    code.finish(made)
+    return sass
+
+
+def sass_guard(test_name: str, variant_name: str, params: dict, sass: dict):
+    from peakbench.harness import guards
+    from peakbench.catalog import matrix as matrix_catalog
+    test = default_catalog().get(test_name)
+    variant = (matrix_catalog.shape(params["m"], params["n"], params["k"]) if test.family == "matrix"
+               else next(v for v in test.variants if v.name == variant_name))
+    return guards.sass(test, variant, params, sass)
+
+
+MATRIX_TILE = {"m": 16, "n": 16, "k": 16, "unroll": 4, "accumulators": 8, "scope": "subgroup", "workgroup_size": 128}
+
+
+@needs_zstd
+@needs_nvdisasm
+def test_the_sass_guard_passes_the_fixtures_pipelines_under_their_own_labels(nvidia):
+    code, driver = nvidia
+    fp32, fp16 = finished(code, driver, [0, 1], "fp32"), finished(code, driver, [2], "fp16")
+    mma = finished(code, driver, [3], "matrix", local=128)
+    problem, evidence = sass_guard("compute.fp32", "x1u64", alu_params("compute.fp32", "x1u64"), fp32)
+    assert problem is None and evidence["loop_body"] == {"FFMA.FTZ f32": 512}
+    assert evidence["ops_counted"] == evidence["ops_claimed"] == 1024
+    assert evidence["source"] == "SASS (NVIDIA Vulkan driver)"
+    problem, evidence = sass_guard("compute.fp16", "x2u64", alu_params("compute.fp16", "x2u64"), fp16)
+    assert problem is None and evidence["ops_counted"] == 2048, evidence
+    problem, evidence = sass_guard("matrix.fp16.fp32", "", MATRIX_TILE, mma)
+    assert problem is None and evidence["loop_body"] == {"HMMA.16816.F32 f16.f32": 64}
+    assert evidence["ops_counted"] == 4 * 8 * 2 * 16 * 16 * 16
+
+
+@needs_zstd
+@needs_nvdisasm
+def test_the_sass_guard_fails_a_planted_mismatch(nvidia):
+    code, driver = nvidia
+    fp32, fp16 = finished(code, driver, [0, 1], "fp32"), finished(code, driver, [2], "fp16")
+    mma = finished(code, driver, [3], "matrix", local=128)
+    # the FP16 pipeline's SASS under the FP32 label: its types
+    problem, _ = sass_guard("compute.fp32", "x1u64", alu_params("compute.fp32", "x1u64"), fp16)
+    assert problem == "module does f16x2 arithmetic; test compute.fp32 is fp32 (f32)"
+    # the catalog claiming twice the accumulators the loop holds: its work
+    problem, _ = sass_guard("compute.fp32", "x1u64", {**alu_params("compute.fp32", "x1u64"), "accumulators": 16}, fp32)
+    assert problem.startswith("loop body has 512 FFMA.FTZ f32 = 1024 ops, the catalog claims 2048"), problem
+    # an FP16 matrix pipeline under the BF16 label, and under a tile twice as deep
+    problem, _ = sass_guard("matrix.bf16.fp32", "", MATRIX_TILE, mma)
+    assert problem == "module does f16.f32 arithmetic; test matrix.bf16.fp32 is bf16.fp32 (bf16.f32)"
+    problem, _ = sass_guard("matrix.fp16.fp32", "", {**MATRIX_TILE, "k": 32}, mma)
+    assert problem and "the catalog claims 524288" in problem, problem
+
+
+def test_the_sass_guard_reads_only_what_it_has_a_rule_for():
+    loop = {"loop_mix": {"IMAD": 512, "PRMT": 520}}
+    assert sass_guard("compute.bf16", "dot2u32", alu_params("compute.bf16", "dot2u32"), loop) == (
+        None, "not checked: no SASS rule for compute.bf16")
+    assert sass_guard("compute.fp32", "x1u64", alu_params("compute.fp32", "x1u64"), {"loop_mix": {}}) == (
+        None, "not checked: no loop body in the SASS")
+    assert sass_guard("compute.fp32", "x1u64", alu_params("compute.fp32", "x1u64"), {"note": "nvdisasm -b SM90 failed: x"}) == (
+        None, "not checked: nvdisasm -b SM90 failed: x")
+    # int16 runs as IMAD on 32-bit registers (H200: 512 IMAD + 520 PRMT for x1u64): no false alarm
+    problem, evidence = sass_guard("compute.int16", "x1u64", alu_params("compute.int16", "x1u64"), loop)
+    assert problem is None and evidence["ops_counted"] == 1024
+
+
+@pytest.mark.parametrize("op, types", [("HMMA.16816.F32", "f16.f32"), ("HMMA.16816.F16", "f16.f16"),
+                                       ("HMMA.16816.F32.BF16", "bf16.f32"), ("HMMA.1688.F32.TF32", "tf32.f32"),
+                                       ("IMMA.16832.S8.S8", "i8.i32"), ("IMMA.16832.U8.U8", "i8.i32"),
+                                       ("QGMMA.64x256x32.F32.E4M3.E4M3", "e4m3.f32"), ("DMMA.884", "f64.f64"),
+                                       ("HGMMA.64x256x16.F32.BF16", "bf16.f32")])
+def test_mma_opcodes_name_their_operand_types(op, types):
+    from peakbench.vulkan.sass_check import mma_types
+    assert mma_types(op) == types
+
+
+@needs_zstd
+@needs_nvdisasm
+def test_through_the_device_a_planted_mismatch_fails_with_the_sass_guards_reason(vulkan_backend, monkeypatch):
+    """A compute.fp32 pipeline made on lavapipe posing as an H200 whose driver writes the FP16
+    record: the SPIR-V census passes (the module is fp32), the SASS does not."""
+    import inspect
+
+    import vulkan as vk
+    from peakbench.harness import session
+    from peakbench.harness.runner import Settings
+    from peakbench.vulkan import capabilities
+    from peakbench.vulkan.device import VulkanDevice
+    from peakbench.vulkan.runtime import VulkanRuntime
+    from peakbench.workloads import Device
+    if "guards.sass" not in inspect.getsource(session.static_guards):
+        pytest.skip("session.static_guards does not call guards.sass yet")
+    cache = dc.DriverCache(environ={})
+    driver = FakeDriver(cache.folder)
+    writes = [[0, 2]]
+    real = vk.vkCreateComputePipelines
+    monkeypatch.setattr(vk, "vkCreateComputePipelines", lambda *a: (real(*a), driver.write(*(writes.pop(0) if writes else [])))[0])
+    monkeypatch.setattr(VulkanDevice, "_statistics", lambda self, handle, label: {})
+    info, caps = vulkan_backend._probed[0]
+    device = Device(VulkanRuntime(VulkanDevice(vulkan_backend._physical[0], H200, caps, cache)), capabilities)
+    test = default_catalog().get("compute.fp32")
+    monkeypatch.setattr(capabilities, "variants", lambda t, rt: t.variants[:1])
+    try:
+        r = session.run_test(device, test, Settings.quick(), lambda line: None)
+    finally:
+        device.close()
+        cache.close()
+    assert r.status == "failed", r
+    assert r.reason == ("guard sass: variant x1u64: module does f16x2 arithmetic; test compute.fp32 is fp32 (f32)"), r.reason
+    assert r.evidence["guards"]["work"]["source"] == "SPIR-V"

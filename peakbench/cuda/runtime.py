@@ -14,7 +14,7 @@ from cupy.cuda import nvrtc
 from peakbench import listing
 from peakbench.backend import DeviceInfo
 from peakbench.cuda import sass
-from peakbench.runtime import CompiledModules, Kernel, Limits, Words
+from peakbench.runtime import CompiledModules, Kernel, Limits, LoopCensus, Words
 
 MAX_DYNAMIC_SHARED = 8        # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 
@@ -88,10 +88,15 @@ class CudaRuntime(CompiledModules):
         return Kernel(kernel, module.get_function(kernel), block, bytes(binary), log, {"ptx": ptx})
 
     def disassemble(self, kernel: Kernel) -> str | None:
-        """The SASS of this kernel alone (a module holds every kernel of its source)."""
-        found = sass.disassemble(kernel.binary)
-        return found and (listing.function(found, kernel.name) or None)
+        """The SASS of this kernel alone (a module holds every kernel of its source), read once."""
+        if "sass" not in kernel.extra:
+            found = sass.disassemble(kernel.binary)
+            kernel.extra["sass"] = found and (listing.function(found, kernel.name) or None)
+        return kernel.extra["sass"]
 
+    def census(self, kernel: Kernel) -> LoopCensus:
+        """The main loop of the kernel's SASS (cuda/sass.py), for the work and types guards."""
+        return sass.loop_census(self.disassemble(kernel))
 
     # Memory ------------------------------------------------------------------------------------
     def alloc(self, nbytes: int):

@@ -4,11 +4,17 @@ matrix.fp16.fp32 ran HGMMA."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import struct
+import sys
 from pathlib import Path
 
-from peakbench.listing import count, instruction_mix, opcodes, run_on_file  # noqa: F401  (the SASS vocabulary)
+from peakbench.listing import count, instruction_mix, opcodes, run_on_file, with_addresses  # noqa: F401  (the SASS vocabulary)
+from peakbench.runtime import LoopCensus
+
+NO_DISASSEMBLER = ("no SASS disassembler (cuobjdump, or nvdisasm: pip install nvidia-cuda-nvdisasm): "
+                   "the loop's instructions are not counted")
 
 
 def whole_elf(binary: bytes) -> bytes:
@@ -25,9 +31,14 @@ def whole_elf(binary: bytes) -> bytes:
 
 
 def tool(name: str) -> str | None:
+    """A CUDA toolkit binary: on PATH, in a CUDA install, or from NVIDIA's wheel
+    (site-packages/nvidia/<cu13 or cuda_nvdisasm>/bin)."""
     found = shutil.which(name)
     if found:
         return found
+    wheels = [c for p in sys.path if p for c in sorted(Path(p).glob(f"nvidia/*/bin/{name}"))]
+    if wheels:
+        return str(wheels[0])
     for root in (os.environ.get("CUDA_PATH"), "/usr/local/cuda", *sorted(Path("/usr/local").glob("cuda-*"))):
         if root and (Path(root) / "bin" / name).exists():
             return str(Path(root) / "bin" / name)
@@ -44,3 +55,73 @@ def disassemble(cubin: bytes) -> str | None:
         if out and opcodes(out):
             return out
     return None
+
+
+# The vector-ALU arithmetic of a SASS loop body, counted the catalog's way (DESIGN.md: an FMA is 2
+# ops per lane, a 4x8-bit dot-accumulate 8): opcode family -> (operand type, ops per instruction).
+# HFMA2.MMA is HFMA2 issued to the tensor pipe's FMA path (the same packed FMA); .BF16_V2 makes an
+# HFMA2 a bfloat16 one.
+ARITHMETIC = {"FFMA": ("f32", 2), "FMUL": ("f32", 1), "FADD": ("f32", 1),
+              "DFMA": ("f64", 2), "DMUL": ("f64", 1), "DADD": ("f64", 1),
+              "HFMA2": ("f16x2", 4), "HMUL2": ("f16x2", 2), "HADD2": ("f16x2", 2),
+              "IMAD": ("i32", 2), "IDP": ("i8x4", 8)}
+BF16 = {"f16x2": "bf16x2"}
+# IMAD.MOV is a move, IMAD.SHL a shift, IMAD.WIDE an address, IMAD.IADD an add: none is the
+# multiply-add a kernel asks for.
+NOT_ARITHMETIC = {"MOV", "SHL", "IADD", "WIDE", "HI", "X"}
+_HALF = re.compile(r"\.H[01]_H[01]\b")
+_INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)\s*([^;]*)")
+
+
+def arithmetic(opcode: str, operands: str = "") -> tuple[str, int] | None:
+    """(type, ops) of one instruction, or None when it does no vector-ALU arithmetic: a modifier
+    that makes it a move or an address, or an HFMA2 of RZ x RZ (how ptxas loads a constant)."""
+    family, *mods = opcode.split(".")
+    if family not in ARITHMETIC or NOT_ARITHMETIC & set(mods):
+        return None
+    if family == "IDP" and "4A" not in mods:
+        return None
+    t, ops = ARITHMETIC[family]
+    t = BF16.get(t, t) if "BF16_V2" in mods else t
+    sources = [s.strip() for s in operands.split(",")[1:]]
+    if t.endswith("x2") and sources:
+        if all(s.lstrip("-|").startswith("RZ") for s in sources[:2]):
+            return None
+        if all(_HALF.search(s) for s in sources):      # every operand one half: a scalar FMA
+            return t[:-2], ops // 2
+    return t, ops
+
+
+def installed() -> bool:
+    return any(tool(name) for name in ("cuobjdump", "nvdisasm"))
+
+
+def loop_census(listing: str | None, source: str = "SASS") -> LoopCensus:
+    """The census of a SASS listing's main loop (its largest innermost loop), or a note saying why
+    there is none."""
+    from peakbench.vulkan.nvidia_sass import loop_body
+    if not listing:
+        why = "the disassembler gave no listing of this kernel" if installed() else NO_DISASSEMBLER
+        return LoopCensus({}, 0, frozenset(), source, why)
+    body = loop_body(with_addresses(listing))
+    if not body:
+        return LoopCensus({}, 0, frozenset(), source, "no loop in the SASS")
+    return census_of([(m.group(1), m.group(2)) for m in _INSTRUCTION.finditer(body)], source)
+
+
+def mix_census(mix: dict[str, int], source: str) -> LoopCensus:
+    """The census of a loop's opcode counts (no operands: an RZ x RZ HFMA2 counts as arithmetic)."""
+    return census_of([(op, "") for op, n in mix.items() for _ in range(n)], source)
+
+
+def census_of(instructions, source: str) -> LoopCensus:
+    ops, work, types = {}, 0, set()
+    for opcode, operands in instructions:
+        found = arithmetic(opcode, operands)
+        if found:
+            t, n = found
+            ops[f"{opcode} {t}"] = ops.get(f"{opcode} {t}", 0) + 1
+            work += n
+            types.add(t)
+    note = "" if ops else "no vector arithmetic in the loop"
+    return LoopCensus(dict(sorted(ops.items())), work, frozenset(types), source, note)

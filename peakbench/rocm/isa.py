@@ -13,6 +13,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from peakbench.runtime import LoopCensus
+
 # "  v_pk_fma_f16 v0, v0, s2, v3   ; comment" (clang -S) or "... // 0000000000CC: D38E4000 <alu+0xc8>"
 # (llvm-objdump). Unlike the GCN pattern of peakbench's listing module, this one also sees global_,
 # buffer_, flat_, scratch_ and ds_ opcodes: the memory checks need them.
@@ -364,3 +366,32 @@ def check_vector_chase(kernel: Kernel) -> str | None:
     if not any(m.unit == "vector" for m in loads):
         return f"{kernel.name}: the loop has no vector-memory load"
     return None
+
+
+# -- the census: the loop's vector-ALU arithmetic, for the work and types guards -------------------
+# Base opcode -> (operand type, ops per instruction), counted the catalog's way (an FMA is 2 ops a
+# lane, a 4x8-bit dot-accumulate 8). v_mad_u64_u32 is how RDNA does a 32-bit multiply-add (the low
+# half of a 64-bit one, rocm/targets.py); GCN and CDNA pair v_mul_lo_u32 and v_add_u32.
+_CENSUS = {"v_fma_f64": ("f64", 2), "v_fma_f32": ("f32", 2), "v_pk_fma_f32": ("f32x2", 4),
+           "v_mul_f32": ("f32", 1), "v_add_f32": ("f32", 1),
+           "v_fma_f16": ("f16", 2), "v_pk_fma_f16": ("f16x2", 4), "v_pk_fma_bf16": ("bf16x2", 4),
+           "v_mul_lo_u32": ("i32", 1), "v_add_u32": ("i32", 1), "v_add_nc_u32": ("i32", 1),
+           "v_mad_u64_u32": ("i32", 2), "v_mad_co_u64_u32": ("i32", 2),
+           "v_mad_u16": ("i16", 2), "v_mad_i16": ("i16", 2), "v_mad_u32_u16": ("i16", 2),
+           "v_pk_mad_u16": ("i16x2", 4), "v_pk_mad_i16": ("i16x2", 4),
+           "v_dot4_i32_i8": ("i8x4", 8), "v_dot4_i32_iu8": ("i8x4", 8), "v_dot4_u32_u8": ("i8x4", 8)}
+CENSUS = {**_CENSUS, **{accumulate_form(op): v for op, v in _CENSUS.items() if "_fma_" in op or "_dot" in op}}
+
+
+def census(kernel: Kernel | None, source: str = "AMDGPU") -> LoopCensus:
+    """The census of a kernel's loop body (its largest innermost loop), or a note saying why none."""
+    if kernel is None or not kernel.loop:
+        why = "no such kernel in the code object" if kernel is None else f"{kernel.name}: no loop found"
+        return LoopCensus({}, 0, frozenset(), source, why)
+    ops, work, types = {}, 0, set()
+    for op, n in sorted(kernel.loop_counts.items()):
+        if op in CENSUS:
+            t, per = CENSUS[op]
+            ops[f"{op} {t}"], work = n, work + n * per
+            types.add(t)
+    return LoopCensus(ops, work, frozenset(types), source, "" if ops else "no vector arithmetic in the loop")

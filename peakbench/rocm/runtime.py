@@ -22,8 +22,8 @@ import numpy as np
 
 from peakbench.backend import DeviceInfo
 from peakbench.listing import run_on_file
-from peakbench.rocm import targets
-from peakbench.runtime import CompiledModules, Kernel, Limits, Words
+from peakbench.rocm import isa, targets
+from peakbench.runtime import CompiledModules, Kernel, Limits, LoopCensus, Words
 
 
 class HipError(RuntimeError):
@@ -184,7 +184,19 @@ class HipRuntime(CompiledModules):
         return bytes(buf).rstrip(b"\0").decode(errors="replace")
 
     def disassemble(self, kernel: Kernel) -> str | None:
-        return disassemble(kernel.binary, self.arch)
+        """The code object's listing, read once."""
+        if "listing" not in kernel.extra:
+            kernel.extra["listing"] = disassemble(kernel.binary, self.arch)
+        return kernel.extra["listing"]
+
+    def census(self, kernel: Kernel) -> LoopCensus:
+        """The main loop of the kernel's code object (rocm/isa.py), for the work and types guards."""
+        listing = self.disassemble(kernel)
+        if listing is None:
+            why = (NO_OBJDUMP if not objdump() else
+                   "the code object could not be disassembled (not an AMDGPU ELF, or a compressed bundle)")
+            return LoopCensus({}, 0, frozenset(), "AMDGPU", why)
+        return isa.census(isa.parse(listing).get(kernel.name))
 
 
     # Memory ------------------------------------------------------------------------------------
@@ -293,12 +305,19 @@ def code_object(binary: bytes, arch: str | None = None) -> bytes | None:
     return found[0][1] if found else None
 
 
+NO_OBJDUMP = "llvm-objdump not found (ROCm's, or LLVM 22's llvm-objdump-22): the loop's instructions are not counted"
+# LLVM releases whose llvm-objdump knows the gfx targets of rocm/targets.py (an older one, e.g.
+# LLVM 14's, aborts on gfx1100), newest first.
+OBJDUMP_VERSIONS = tuple(range(30, 17, -1))
+
+
 def objdump() -> str | None:
-    """ROCm's llvm-objdump (it knows every gfx target), else one on PATH."""
+    """ROCm's llvm-objdump (it knows every gfx target), else a recent LLVM's, else one on PATH."""
     for root in (os.environ.get("ROCM_PATH"), os.environ.get("HIP_PATH"), "/opt/rocm"):
         if root and (Path(root) / "llvm" / "bin" / "llvm-objdump").exists():
             return str(Path(root) / "llvm" / "bin" / "llvm-objdump")
-    return shutil.which("llvm-objdump")
+    found = (shutil.which(f"llvm-objdump-{v}") for v in OBJDUMP_VERSIONS)
+    return next((f for f in found if f), None) or shutil.which("llvm-objdump")
 
 
 def disassemble(binary: bytes, arch: str) -> str | None:

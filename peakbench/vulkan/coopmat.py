@@ -211,6 +211,8 @@ class MatrixWorkload(shared.MatrixWorkload):
         self.owners = self.grid if workgroup else self.grid * (local // sub)     # tile owners: subgroups
         inputs = ref.make_inputs(m, n, k, a, c, self.accumulators)
         self.kernel = rt.load(code, local, "bbbu", f"{test.name}-{variant.name}")
+        self.census = rt.census(self.kernel)           # the module's MMA steps, for the guards
+        self.loop_items = variant.unroll * self.accumulators     # items one owner does per iteration
         self.setup(test, variant, rt, inputs, c)
         self.params = {"variant": variant.name, "shader": "matrix_coopmat.comp", "m": m, "n": n, "k": k,
                        "operands": a, "accumulator": c, "workgroup_size": local, "workgroups": self.grid,

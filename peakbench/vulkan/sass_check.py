@@ -1,10 +1,14 @@
 """The catalog's work per loop trip held against the SASS loop body the driver's cache showed: a
 vector-ALU result must hold unroll x accumulators x width lanes of its type's instruction, a
 matrix result unroll x accumulators x M*N*K multiply-adds per tile owner in its MMA instructions.
-`check` says whether a result's evidence does (None where no rule applies)."""
+`check` says whether a result's evidence does (None where no rule applies); `census` gives the loop
+as a LoopCensus, in the operand types its instructions name, for the sass guard
+(harness/guards.py)."""
 from __future__ import annotations
 
 import re
+
+from peakbench.runtime import LoopCensus
 
 # compute test dtype -> (opcode family, lanes per instruction)
 VECTOR = {"fp64": ("DFMA", 1), "fp32": ("FFMA", 1), "fp16": ("HFMA2", 2), "int32": ("IMAD", 1),
@@ -65,3 +69,44 @@ def check(test: str, params: dict, sass: dict) -> tuple[bool | None, str]:
                + (f" / {warps} warps" if warps > 1 else "") + f" = {want}")
         return got == want, how
     return None, f"no instruction rule for {family}"
+
+
+SOURCE = "SASS (NVIDIA Vulkan driver)"
+# The vector types whose SASS loops were read on the H200 (PERFORMANCE_ANALYSIS.md, "What NVIDIA's
+# Vulkan compiler emits"); another type's loop is evidence only.
+RULED = {"fp64", "fp32", "fp16", "int32", "int16", "int8"}
+# An MMA opcode's operand types by its modifiers: HMMA.16816.F32.BF16 is bf16 into f32,
+# IMMA.16832.S8.S8 int8 into i32, QMMA/QGMMA ... .E4M3.E4M3 fp8; HMMA without one is fp16.
+_OPERAND = {"BF16": "bf16", "TF32": "tf32", "E4M3": "e4m3", "E5M2": "e5m2", "S8": "i8", "U8": "i8", "S4": "i4",
+            "U4": "i4", "F64": "f64"}
+
+
+def mma_types(op: str) -> str:
+    """"HMMA.16816.F32.BF16" -> "bf16.f32": operands.accumulator, as the guards name them."""
+    family, *mods = op.split(".")
+    operand = next((_OPERAND[m] for m in mods[1:] if m in _OPERAND), None)
+    if family.startswith("D"):
+        return "f64.f64"
+    if family.startswith("I"):
+        return f"{operand or 'i8'}.i32"
+    accumulate = "f16" if "F16" in mods[1:2] else "f32"
+    return f"{operand or 'f16'}.{accumulate}"
+
+
+def census(test: str, params: dict, sass: dict) -> LoopCensus | None:
+    """The loop body of a result's `sass` evidence as a census, its work in ops per tile owner (a
+    warp's MMA multiply-adds x 2 x the warps sharing a workgroup-scope tile), or None where no
+    rule applies."""
+    from peakbench.cuda.sass import mix_census
+    loop = sass.get("loop_mix") or {}
+    family, _, dtype = test.partition(".")
+    if family == "compute" and dtype.split(".")[0] in RULED:
+        return mix_census(loop, SOURCE)
+    if family != "matrix":
+        return None
+    mma = {op: n for op, n in loop.items() if macs_per_warp(op)}
+    warps = max(1, params["workgroup_size"] // WARP) if params.get("scope") == "workgroup" else 1
+    ops = {f"{op} {mma_types(op)}": n for op, n in mma.items()}
+    work = sum(n * macs_per_warp(op) for op, n in mma.items()) * 2 * warps
+    return LoopCensus(ops, work, frozenset(mma_types(op) for op in mma), SOURCE,
+                      "" if mma else f"no MMA instruction in the loop: {loop}")

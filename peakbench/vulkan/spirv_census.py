@@ -23,6 +23,10 @@ PASSES = ["--eliminate-local-single-store", "--eliminate-local-multi-store", "--
 # ops per lane of the result: an FMA is a multiply and an add
 PER_LANE = {"OpFMul": 1, "OpFAdd": 1, "OpFSub": 1, "OpIMul": 1, "OpIAdd": 1, "OpISub": 1, "Fma": 2}
 DOTS = ("OpSDot", "OpUDot", "OpSUDot", "OpDot")
+# A cooperative-matrix multiply-add of M x N x K is 2*M*N*K ops for its owner (a subgroup, or with
+# VK_NV_cooperative_matrix2 a workgroup); the NV form is VK_NV_cooperative_matrix's.
+MMA = ("OpCooperativeMatrixMulAddKHR", "OpCooperativeMatrixMulAddNV")
+FLOAT8 = {"Float8E4M3EXT": "e4m3", "Float8E5M2EXT": "e5m2"}
 _INSN = re.compile(r"^\s*(?:(%\w+)\s*=\s*)?(Op\w+)\s*(.*)$")
 
 
@@ -40,17 +44,36 @@ def _optimized(code: bytes) -> tuple[bytes, str]:
 
 
 def _types(lines) -> dict[str, str]:
-    """Type id -> "f32", "bf16", "i16", "f16x2", ..."""
+    """Type id -> "f32", "bf16", "e4m3", "i16", "i64", "f16x2", ..."""
     names: dict[str, str] = {}
     for rid, op, rest in lines:
         args = rest.split()
         if op == "OpTypeFloat":
-            names[rid] = ("bf" if "BFloat16KHR" in rest else "f") + args[0]
+            encoding = args[1] if len(args) > 1 else ""
+            names[rid] = FLOAT8.get(encoding) or ("bf" if encoding == "BFloat16KHR" else "f") + args[0]
         elif op == "OpTypeInt":
             names[rid] = "i" + args[0]      # signedness is a hint in SPIR-V, not the operation
         elif op == "OpTypeVector" and args[0] in names:
             names[rid] = f"{names[args[0]]}x{args[1]}"
     return names
+
+
+def _matrices(lines, types: dict[str, str]) -> dict[str, tuple[str, int, int]]:
+    """Cooperative-matrix type id -> (component type, rows, columns)."""
+    constants = {rid: int(rest.split()[1]) for rid, op, rest in lines
+                 if op == "OpConstant" and len(rest.split()) == 2 and rest.split()[1].isdigit()}
+    out = {}
+    for rid, op, rest in lines:
+        if op in ("OpTypeCooperativeMatrixKHR", "OpTypeCooperativeMatrixNV"):
+            component, _scope, rows, cols, *_ = rest.split()
+            out[rid] = (types.get(component, "?"), constants.get(rows, 0), constants.get(cols, 0))
+    return out
+
+
+def _mma_work(key: str) -> int:
+    """2*M*N*K of "OpCooperativeMatrixMulAddKHR MxNxK a.c"."""
+    m, n, k = map(int, key.split()[1].split("x"))
+    return 2 * m * n * k
 
 
 def lanes(type_name: str) -> int:
@@ -82,6 +105,7 @@ def count(code: bytes) -> LoopCensus:
     module, note = _optimized(code)
     lines = [(m.group(1), m.group(2), m.group(3)) for m in map(_INSN.match, disassemble(module).splitlines()) if m]
     types = _types(lines)
+    matrices = _matrices(lines, types)
     value_type = {rid: rest.split()[0] for rid, op, rest in lines if rid and rest and not op.startswith("OpType")}
     glsl = {rid for rid, op, rest in lines if op == "OpExtInstImport" and "GLSL.std.450" in rest}
     blocks: list[tuple[str, list]] = []
@@ -114,12 +138,21 @@ def count(code: bytes) -> LoopCensus:
                     else:
                         t, n = operand, 2 * lanes(operand) - 1
                     n += 1 if "AccSat" in op else 0
+                elif op in MMA:
+                    (a, m, k), (c, _, n_) = (matrices.get(value_type.get(args[1], ""), ("?", 0, 0)),
+                                             matrices.get(args[0], ("?", 0, 0)))
+                    t, n = f"{a}.{c}", 2 * m * n_ * k
+                    op = f"{op} {m}x{n_}x{k}"
                 else:
                     continue
                 key = f"{op} {t}"
                 ops[key] = ops.get(key, 0) + 1
                 work += n
                 used.add(t)
+        if any(op.startswith(MMA) for op in ops):      # beside matrix steps, integer ops are indexing
+            mma = {op: n for op, n in ops.items() if op.startswith(MMA)}
+            work = sum(n * _mma_work(op) for op, n in mma.items())
+            ops, used = mma, {op.rsplit(" ", 1)[1] for op in mma}
         if ops and (best is None or work > best.work):
             best = LoopCensus(dict(sorted(ops.items())), work, frozenset(used), "SPIR-V", note)
     if best is None:

@@ -1,0 +1,222 @@
+"""The CUDA census (peakbench/cuda/sass.py loop_census, CudaRuntime.census) on cubins nvcc builds
+here for sm_90a from shaders/alu.cu with the defines the CUDA backend passes: every vector-ALU
+variant's loop holds the catalog's work in the catalog's types (the work and types guards pass),
+and planted faults (half the steps per iteration, scalar FP16 under the packed label, FP32 under
+the FP16 label) fail the guard that reads them. On an NVIDIA GPU with CuPy (marker gpu), the same
+through NVRTC and the runtime."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from peakbench import kernels, listing
+from peakbench.catalog import default_catalog
+from peakbench.cuda import sass
+from peakbench.harness import guards
+from peakbench.runtime import Kernel
+from peakbench.workloads import alu
+
+NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+SOURCE = Path(__file__).resolve().parents[1] / "shaders" / "alu.cu"
+CATALOG = default_catalog()
+CASES = [(t.name, v.name) for t in CATALOG.tests if t.family == "compute" and t.kernel
+         for v in kernels.variants(t)]
+needs_tools = pytest.mark.skipif(not NVCC or not sass.installed(), reason="needs nvcc and cuobjdump or nvdisasm")
+CUDA_RT = SimpleNamespace(dialect="cuda")
+
+
+def variant_of(test, name):
+    return next(v for v in kernels.variants(test) if v.name == name)
+
+
+def cubin(tmp_path, defines: dict, source: Path = SOURCE) -> bytes:
+    out = tmp_path / "alu.cubin"
+    flags = [f"-D{k}={v}" for k, v in {**defines, **alu.DEFINES}.items()]
+    subprocess.run([NVCC, "-cubin", "-arch=sm_90a", *flags, str(source), "-o", str(out)], check=True,
+                   capture_output=True, text=True)
+    return out.read_bytes()
+
+
+def census_of(binary: bytes):
+    return sass.loop_census(listing.function(sass.disassemble(binary), "alu"))
+
+
+def guarded(test, variant, census) -> tuple:
+    """The types and work guards' problems on a census, as the session applies them."""
+    return (guards.types(test, variant, census)[0],
+            guards.work(test, variant, census, variant.unroll * test.accumulators)[0])
+
+
+@needs_tools
+@pytest.mark.parametrize("name, variant_name", CASES, ids=[f"{a}-{b}" for a, b in CASES])
+def test_each_variant_holds_the_catalogs_work_in_its_types(tmp_path, name, variant_name):
+    test = CATALOG.get(name)
+    variant = variant_of(test, variant_name)
+    k = kernels.alu_kernel(test, variant, CUDA_RT)
+    found = census_of(cubin(tmp_path, k.defines))
+    assert found.ops and found.source == "SASS", found
+    assert guarded(test, variant, found) == (None, None), found
+    if guards.uncounted(test, found):          # int64: 32-bit pieces, no step to count
+        assert "32-bit pieces" in guards.uncounted(test, found)
+        return
+    claim = variant.unroll * test.accumulators * test.per_item(variant)
+    assert found.work % claim == 0 and found.work // claim in (1, 2, 4), (found, claim)
+
+
+@needs_tools
+def test_the_fp32_census_counts_ffma(tmp_path):
+    test = CATALOG.get("compute.fp32")
+    k = kernels.alu_kernel(test, variant_of(test, "x1u64"), CUDA_RT)
+    found = census_of(cubin(tmp_path, k.defines))
+    assert found.ops == {"FFMA f32": 512} and found.work == 1024 and found.types == {"f32"}
+
+
+@needs_tools
+def test_half_the_steps_per_iteration_fails_the_work_guard(tmp_path):
+    test = CATALOG.get("compute.fp32")
+    variant = variant_of(test, "x1u64")
+    k = kernels.alu_kernel(test, variant, CUDA_RT)
+    found = census_of(cubin(tmp_path, {**k.defines, "UNROLL": variant.unroll // 2}))
+    problem = guarded(test, variant, found)[1]
+    assert problem and "256 FFMA f32 = 512 ops" in problem and "the catalog claims 1024" in problem
+
+
+@needs_tools
+def test_scalar_fp16_under_the_packed_label_fails_the_types_guard(tmp_path):
+    # One chain per thread of scalar halves: ptxas cannot pair lanes, each HFMA2 works on .H0_H0.
+    edited = tmp_path / "alu.cu"
+    edited.write_text(SOURCE.read_text().replace(
+        "__device__ __forceinline__ short step",
+        "__device__ __forceinline__ __half step(__half x, __half b, __half c) { return __hfma(x, b, c); }\n"
+        "__device__ __forceinline__ short step", 1))
+    test = CATALOG.get("compute.fp16")
+    variant = variant_of(test, "x2u64")
+    k = kernels.alu_kernel(test, variant, CUDA_RT)
+    found = census_of(cubin(tmp_path, {**k.defines, "E": "__half", "VEC": 1, "ACC": 1}, edited))
+    assert found.types == {"f16"}, found
+    problem = guarded(test, variant, found)[0]
+    assert problem == "module does f16 arithmetic; test compute.fp16 is packed f16x2"
+
+
+@needs_tools
+def test_an_fp32_kernel_under_the_fp16_label_fails_the_types_guard(tmp_path):
+    test = CATALOG.get("compute.fp16")
+    variant = variant_of(test, "x2u64")
+    k = kernels.alu_kernel(test, variant, CUDA_RT)
+    found = census_of(cubin(tmp_path, {**k.defines, "E": "float", "VEC": 2}))
+    assert guarded(test, variant, found)[0] == "module does f32 arithmetic; test compute.fp16 is fp16 (f16)"
+
+
+def test_moves_addresses_and_constant_loads_are_not_arithmetic():
+    assert sass.arithmetic("IMAD.MOV.U32", "R1, RZ, RZ, 0x3") is None
+    assert sass.arithmetic("IMAD.WIDE.U32", "R2, R3, 0x4, R4") is None
+    assert sass.arithmetic("HFMA2.MMA", "R5, -RZ, RZ, 1.875, 0") is None
+    assert sass.arithmetic("HFMA2.MMA", "R8, R16, R0.reuse, R3.reuse") == ("f16x2", 4)
+    assert sass.arithmetic("HFMA2.BF16_V2", "R8, R16, R0, R3") == ("bf16x2", 4)
+    assert sass.arithmetic("HFMA2", "R9, R9.H0_H0, R3.H0_H0, R2.H0_H0") == ("f16", 2)
+    assert sass.arithmetic("IDP.4A.S8.S8", "R4, R4, R5, R4") == ("i8x4", 8)
+    assert sass.arithmetic("FFMA.FTZ", "R1, R2, R3, R4") == ("f32", 2)
+
+
+def test_labels_become_addresses_so_nvdisasm_loops_are_found():
+    text = ("        /*0380*/                   UMOV UR4, URZ ;\n.L_x_1:\n"
+            "        /*0390*/                   FFMA R10, R10, UR5, R3 ;\n"
+            "        /*03a0*/                   FFMA R11, R11, UR5, R3 ;\n"
+            "        /*03b0*/              @!P0 BRA `(.L_x_1) ;\n")
+    assert "BRA 0x390" in listing.with_addresses(text)
+    found = sass.loop_census(text)
+    assert found.ops == {"FFMA f32": 2} and found.work == 4
+
+
+def test_without_a_disassembler_the_census_says_why(monkeypatch):
+    monkeypatch.setattr(sass, "tool", lambda name: None)
+    found = sass.loop_census(None)
+    assert found.ops == {} and "no SASS disassembler" in found.note
+    test = CATALOG.get("compute.fp32")
+    variant = test.variants[0]
+    problem, text = guards.work(test, variant, found, 512)
+    assert problem is None and text.startswith("not checked: no SASS disassembler")
+    assert guards.types(test, variant, found) == (None, text)
+
+
+@pytest.fixture
+def runtime_module(monkeypatch):
+    """peakbench.cuda.runtime importable without CuPy: a stand-in cupy that it never calls here."""
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = types.ModuleType("cupy.cuda")
+    cupy.cuda.nvrtc = types.ModuleType("cupy.cuda.nvrtc")
+    for name, mod in (("cupy", cupy), ("cupy.cuda", cupy.cuda), ("cupy.cuda.nvrtc", cupy.cuda.nvrtc)):
+        monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.delitem(sys.modules, "peakbench.cuda.runtime", raising=False)
+    import peakbench.cuda
+    before = getattr(peakbench.cuda, "runtime", None)
+    import peakbench.cuda.runtime as runtime
+    yield runtime
+    sys.modules.pop("peakbench.cuda.runtime", None)        # monkeypatch puts back a real one, if any
+    if before is None:
+        del peakbench.cuda.runtime
+    else:
+        peakbench.cuda.runtime = before
+
+
+@needs_tools
+def test_the_runtime_census_reads_the_kernels_cubin_once(tmp_path, runtime_module, monkeypatch):
+    test = CATALOG.get("compute.int8")
+    variant = variant_of(test, "x1u64")
+    k = kernels.alu_kernel(test, variant, CUDA_RT)
+    kernel = Kernel("alu", None, 256, cubin(tmp_path, k.defines))
+    calls = []
+    real = sass.disassemble
+    monkeypatch.setattr(sass, "disassemble", lambda b: calls.append(1) or real(b))
+    rt = runtime_module.CudaRuntime.__new__(runtime_module.CudaRuntime)
+    rt.arch = "sm_90a"
+    found = rt.census(kernel)
+    assert found.ops == {"IDP.4A.S8.S8 i8x4": 512} and found.work == 4096
+    assert rt.evidence(kernel)["instruction_mix"]["IDP.4A.S8.S8"] >= 512
+    assert calls == [1]
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_every_alu_census_matches_the_catalog():
+    """Through NVRTC and CuPy: each vector-ALU variant's census passes the types and work guards."""
+    pytest.importorskip("cupy")
+    from peakbench.backend import load
+    backend = load("cuda")
+    try:
+        device = backend.open(0)
+        try:
+            for name, variant_name in CASES:
+                test = CATALOG.get(name)
+                variant = variant_of(test, variant_name)
+                if device.support(test):
+                    continue
+                w = device.prepare(test, variant)
+                try:
+                    assert w.census.source == "SASS" and w.census.ops, (name, w.census)
+                    assert guarded(test, variant, w.census) == (None, None), (name, variant_name, w.census)
+                finally:
+                    w.close()
+        finally:
+            device.close()
+    finally:
+        backend.close()
+
+
+def test_a_cuobjdump_listing_with_addresses_and_encodings_is_read_too():
+    text = ("\t\tFunction : alu\n"
+            "        /*0380*/                   UMOV UR4, URZ ;                 /* 0x0000003f00047882 */\n"
+            "                                                                   /* 0x000fe20008000000 */\n"
+            "        /*0390*/                   IDP.4A.S8.S8 R4, R4, R5, R4 ;   /* 0x0000000504047226 */\n"
+            "                                                                   /* 0x000fe20000000604 */\n"
+            "        /*03a0*/                   IMAD.MOV.U32 R6, RZ, RZ, R7 ;   /* 0x000000ffff067224 */\n"
+            "                                                                   /* 0x000fe200078e0007 */\n"
+            "        /*03b0*/              @!P0 BRA 0x390 ;                     /* 0xfffffffc00f48947 */\n"
+            "                                                                   /* 0x000fea000383ffff */\n")
+    found = sass.loop_census(listing.function(text, "alu"))
+    assert found.ops == {"IDP.4A.S8.S8 i8x4": 1} and found.work == 8

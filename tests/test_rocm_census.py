@@ -1,0 +1,129 @@
+"""The ROCm census (HipRuntime.census, rocm/isa.py census) through the fake HIP runtime, with real
+code objects: clang-22 compiles shaders/alu.cu with the options the runtime hands hiprtc
+(tests/test_rocm_isa.py's toolchain) and llvm-mc assembles it, so llvm-objdump-22 reads what an
+MI300X (gfx942) would load. A plain `peakbench --backend rocm --quick` run is `ok` with the census
+in each result's evidence; planted faults in the code object (half the steps, FP32 under the FP16
+label) come back `failed` with the guard's reason."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fake_hip
+import test_rocm_isa as rocm_isa
+from peakbench.rocm import isa, runtime
+from test_workloads_alu import alu_player
+
+TESTS = "compute.fp32,compute.fp16,compute.int8"
+MIB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def toolchain(tmp_path_factory):
+    why = rocm_isa.missing() or (None if runtime.objdump() and "22" in runtime.objdump() else "no llvm-objdump-22")
+    if why or not Path("/usr/bin/llvm-mc-22").exists():
+        pytest.skip(why or "no llvm-mc-22")
+    return rocm_isa.Toolchain(tmp_path_factory.mktemp("clang"))
+
+
+def code_objects(tools, edit=lambda defines: defines, built=None):
+    """fn(name, options) for FakeHiprtc.code_objects: alu.cu built for the options' target with
+    their defines, passed through `edit` (a planted fault); None for any other kernel."""
+    def build(name, options):
+        if name != "alu":
+            return None
+        target = next(o.split("=", 1)[1] for o in options if o.startswith("--offload-arch=")).split(":")[0]
+        defines = edit(fake_hip.defines(options))
+        done = tools.compile(target, rocm_isa.Build("alu.cu", "alu", tuple(defines.items())))
+        assert done.ok, done.error
+        obj = subprocess.run(["llvm-mc-22", "-triple=amdgcn-amd-amdhsa", f"-mcpu={target}", "-filetype=obj", "-o", "-"],
+                             input=done.asm.encode(), capture_output=True, check=True).stdout
+        if built is not None:
+            built.append(defines)
+        return obj
+    return build
+
+
+def only_short(player):
+    """The alu player for the verification launches (1 and 2 iterations); the timed ones leave the
+    output alone (the timing is the fake's)."""
+    def play(fake, launch):
+        if fake_hip.scalar(launch["extra"][2]) <= 2:
+            player(fake, launch)
+    return play
+
+
+def run(monkeypatch, tmp_path, tools, edit=lambda d: d) -> tuple[int, dict]:
+    monkeypatch.setitem(sys.modules, "amdsmi", None)
+    gpu = fake_hip.mi300x(multiProcessorCount=2, maxThreadsPerMultiProcessor=256, totalGlobalMem=(1 << 30) + 64 * MIB)
+    hip, rtc = fake_hip.pair([gpu])
+    rtc.code_objects = code_objects(tools, edit)
+    hip.kernels["alu"] = only_short(alu_player())
+    hip.elapsed_ms = lambda launch: 1e-3 * fake_hip.scalar(launch["extra"][2])     # 1 us per iteration
+    fake_hip.install(monkeypatch, hip, rtc)
+    from peakbench import cli
+    out = tmp_path / "r.json"
+    code = cli.main(["--backend", "rocm", "--quick", "--tests", TESTS, "--json", str(out)])
+    return code, {r["test"]: r for r in json.loads(out.read_text())["runs"][0]["results"]}
+
+
+def test_a_plain_run_carries_the_census_in_its_evidence(monkeypatch, tmp_path, toolchain):
+    code, results = run(monkeypatch, tmp_path, toolchain)
+    assert code == 0, results
+    for name, instruction in (("compute.fp32", "v_pk_fma_f32 f32x2"), ("compute.fp16", "v_pk_fma_f16 f16x2"),
+                              ("compute.int8", "v_dot4c_i32_i8 i8x4")):
+        r = results[name]
+        assert r["status"] == "ok", r
+        work = r["evidence"]["guards"]["work"]
+        assert work["source"] == "AMDGPU" and instruction in work["loop_body"], work
+        assert work["ops_counted"] == work["ops_claimed"], work
+        assert r["evidence"]["guards"]["types"].endswith("(AMDGPU)")
+
+
+def test_half_the_steps_in_the_code_object_fails_the_work_guard(monkeypatch, tmp_path, toolchain):
+    half = lambda d: {**d, "UNROLL": str(int(d["UNROLL"]) // 2)} if d["E"] == "float" else d
+    code, results = run(monkeypatch, tmp_path, toolchain, half)
+    assert code == 1
+    r = results["compute.fp32"]
+    assert r["status"] == "failed" and r["reason"].startswith("guard work: variant x1u64: "), r["reason"]
+    assert "the catalog claims 1024" in r["reason"] and "= 512 ops" in r["reason"], r["reason"]
+    assert results["compute.fp16"]["status"] == "ok"
+
+
+def test_fp32_arithmetic_under_the_fp16_label_fails_the_types_guard(monkeypatch, tmp_path, toolchain):
+    as_fp32 = lambda d: {**d, "E": "float"} if d["E"] == "__half2" else d
+    code, results = run(monkeypatch, tmp_path, toolchain, as_fp32)
+    assert code == 1
+    r = results["compute.fp16"]
+    assert r["status"] == "failed", r
+    assert r["reason"].startswith("guard types: variant x2u64: module does f32x2 arithmetic; test compute.fp16 is fp16"), r["reason"]
+
+
+def test_without_llvm_objdump_the_guards_say_why(monkeypatch, tmp_path, toolchain):
+    monkeypatch.setattr(runtime, "objdump", lambda: None)
+    code, results = run(monkeypatch, tmp_path, toolchain)
+    assert code == 0
+    work = results["compute.fp32"]["evidence"]["guards"]["work"]
+    assert work == f"not checked: {runtime.NO_OBJDUMP}"
+
+
+def test_the_census_counts_the_accumulate_forms_and_skips_the_loop_counter():
+    listing = """
+0000000000000000 <alu>:
+	s_mov_b32 s0, 0                                            // 000000000000: BE800080
+	v_pk_fma_f16 v1, v1, v2, v3                                // 000000000004: D38E0001 040E0501
+	v_fmac_f32_e32 v4, v5, v6                                  // 00000000000C: 56080D05
+	v_dot4c_i32_i8_e32 v7, v8, v9                              // 000000000010: 1A0E1308
+	s_add_i32 s0, s0, 1                                        // 000000000014: 81008100
+	s_cmp_lg_u32 s0, s1                                        // 000000000018: BF070100
+	s_cbranch_scc1 65529                                       // 00000000001C: BF85FFF9 <alu+0x4>
+	s_endpgm                                                   // 000000000020: BF810000
+"""
+    found = isa.census(isa.parse(listing)["alu"])
+    assert found.ops == {"v_dot4c_i32_i8 i8x4": 1, "v_fmac_f32 f32": 1, "v_pk_fma_f16 f16x2": 1}
+    assert found.work == 8 + 2 + 4 and found.types == {"i8x4", "f32", "f16x2"}
+    assert isa.census(None).note == "no such kernel in the code object"
