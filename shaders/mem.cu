@@ -26,25 +26,40 @@
 //   more).
 // MODE 1 write: v[j] = pattern(j); MODE 2 copy: dst[i] = src[i]; MODE 3 fill: src[i] =
 //   hash(i), the random-looking data every test reads (nothing compressible).
-// Defines: MODE, UNROLL, LAYOUT, SUMS (stream); CLOCK, ROUND (chase). n_vec is a multiple of threads * UNROLL
+// Defines: MODE, UNROLL, LAYOUT, SUMS (stream); CLOCK, ROUND, POINTER (chase). n_vec is a multiple of threads * UNROLL
 // (the rows read: of blockDim * UNROLL).
 //
 // chase: one thread follows a random single cycle of nodes one cache line apart (ROUND loads per
-// round, defined by workloads/chase.py); every load depends on the one before. The load is the vector-memory path of an
-// ordinary kernel: on CUDA ld.global.ca (cached in L1, as the issue asks), on HIP a global_load
-// whose address is kept in a vector register (a uniform address would become a scalar s_load,
-// the cache path no ordinary data load takes). With CLOCK=1 the loop is bracketed by clock64(),
-// the SM's cycle counter, so cycles per load need no outside clock reading.
+// round, defined by workloads/chase.py); every load depends on the one before. POINTER=1 (what
+// the backends run): a pointer chase, each node's first 8 bytes the next node's address, written
+// by chase_link from the index chain the host uploads, so each load's value is the next load's
+// address (load to use: no address arithmetic between loads). POINTER=0: an index chase, each
+// load's value the next node's word index. The load is the vector-memory path of an ordinary
+// kernel: on CUDA ld.global.ca (cached in L1, as the issue asks), on HIP a global_load whose
+// address is kept in vector registers (a uniform address would become a scalar s_load, the
+// cache path no ordinary data load takes). Either way the final word index is stored. With
+// CLOCK=1 the loop is bracketed by clock64(), the SM's cycle counter, so cycles per load need
+// no outside clock reading.
 #if defined(__HIP_PLATFORM_AMD__)
 #include <hip/hip_runtime.h>
 __device__ __forceinline__ unsigned chase_load(const unsigned* next, unsigned i) {
     asm volatile("" : "+v"(i));            // the index lives in a VGPR: a per-lane (vector) load
     return next[i];
 }
+typedef const void* __attribute__((address_space(1))) const* global_node;   // global, not flat, loads
+__device__ __forceinline__ const void* chase_step(const void* p) {
+    asm volatile("" : "+v"(p));            // the address lives in VGPRs: a per-lane (vector) load
+    return *(global_node)p;
+}
 #else
 __device__ __forceinline__ unsigned chase_load(const unsigned* next, unsigned i) {
     unsigned v;
     asm volatile("ld.global.ca.u32 %0, [%1];" : "=r"(v) : "l"(next + i) : "memory");
+    return v;
+}
+__device__ __forceinline__ const void* chase_step(const void* p) {
+    const void* v;
+    asm volatile("ld.global.ca.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
 }
 #endif
@@ -159,19 +174,41 @@ extern "C" __global__ void STREAM_BOUNDS stream(const uint4* __restrict__ src, u
 #ifdef ROUND          // the chase, where the host names its round length (workloads/chase.py)
 extern "C" __global__ void chase(const unsigned* __restrict__ next, unsigned* __restrict__ out, unsigned rounds,
                                  unsigned start) {
+#if POINTER
+    const void* i = next + start;
+#else
     unsigned i = start;
+#endif
 #if CLOCK
     long long t0 = clock64();
 #endif
     for (unsigned r = 0; r < rounds; r++)
 #pragma unroll 16
+#if POINTER
+        for (int n = 0; n < ROUND; n++) i = chase_step(i);
+#else
         for (int n = 0; n < ROUND; n++) i = chase_load(next, i);
+#endif
 #if CLOCK
     long long t1 = clock64();
     *(long long*)(out + 2) = t0;      // 8-byte aligned: words 2-3 and 4-5
     *(long long*)(out + 4) = t1;
 #endif
+#if POINTER
+    out[0] = (unsigned)((const unsigned*)i - next);
+#else
     out[0] = i;
+#endif
+}
+
+// The pointer chain from the index chain, in place: node k (word k * stride) held the next node's
+// word index and now holds its address, 8 bytes at the node's start (stride >= 2 words).
+extern "C" __global__ void chase_link(unsigned* next, unsigned nodes, unsigned stride) {
+    const unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < nodes) {
+        unsigned* node = next + k * stride;     // word indices fit 32 bits: chains < 16 GiB
+        *(const void**)node = next + *node;
+    }
 }
 #endif
 

@@ -95,3 +95,17 @@ def test_a_document_without_sweeps_writes_nothing(tmp_path):
     assert plots.write(runs, folder) == []
     assert not folder.exists()
     assert plots.write([], folder) == []
+
+
+def test_the_transfer_sweeps_share_one_chart_with_a_line_per_direction(tmp_path, drawn):
+    sizes = [65536 << (2 * i) for i in range(6)]
+    run = {"backend": "cuda", "device": {"index": 0, "name": "Test GPU", "driver": "1.0"}, "results": [
+        {"test": t, "status": "ok", "unit": "GB/s", "value": top,
+         "series": {"x": "transfer_bytes", "y": "GB/s", "transfer_bytes": sizes, "GB/s": [top * f for f in
+                    (0.2, 0.5, 0.8, 0.95, 0.99, 1.0)]}}
+        for t, top in (("transfer.h2d", 55.3), ("transfer.d2h", 55.1), ("transfer.bidir", 101.0))]}
+    files = plots.write([run], tmp_path)
+    assert [f.name for f in files] == ["cuda0-test-gpu-transfer.png"]
+    ylabel, _, top = drawn["cuda0-test-gpu-transfer.png"]
+    assert ylabel == "host link (GB/s)"
+    assert top == pytest.approx(55.3)          # the first line drawn is transfer.h2d's

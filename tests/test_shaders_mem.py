@@ -1,6 +1,7 @@
 """shaders/mem.cu, the CUDA/HIP stream and chase kernels, without a GPU: compiled to PTX with nvcc
 (the stream moves 16 bytes per access, the chase is a chain of L1-cached loads between two clock
-reads), and through clang's HIP front end for AMD targets: every stream mode and layout, and the
+reads) and, for the pointer chase, to sm_90a SASS (each LDG's address is the previous LDG's
+result, nothing between), and through clang's HIP front end for AMD targets: every stream mode and layout, and the
 chase, type-check as the ROCm backend compiles them, HIP branches included (__shfl_xor, the
 chase's VGPR constraint). Types and calls only: what the code does on a wave of 64 is for the
 fake-HIP tests and real hardware. A stub hip/hip_runtime.h declares what the source uses;
@@ -40,7 +41,7 @@ __device__ long long clock64();
 """
 CASES = [("stream", {"MODE": mode, "LAYOUT": layout, "UNROLL": 4}) for mode in (0,) for layout in (0, 1, 2)]
 CASES += [("stream", {"MODE": mode, "UNROLL": 4}) for mode in (1, 2, 3)]
-CASES += [("chase", {"CLOCK": 0, "ROUND": chase_workload.ROUND})]
+CASES += [("chase", {"CLOCK": 0, "ROUND": chase_workload.ROUND, "POINTER": pointer}) for pointer in (0, 1)]
 
 
 def front_end(tmp_path, defines: dict, target: str, source: Path = SOURCE) -> subprocess.CompletedProcess:
@@ -106,3 +107,55 @@ def test_chase_is_a_chain_of_l1_cached_loads_between_clock_reads(tmp_path):
     assert len(re.findall(r"ld\.global\.ca\.u32", chase)) >= 16          # the unrolled inner loop
     assert not re.search(r"ld\.global\.(nc|cg|cs|lu|cv)", chase)
     assert len(re.findall(r"%clock64", chase)) == 2
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_the_pointer_chase_loads_each_address_the_last_load_returned(tmp_path):
+    ptx = mem_ptx(tmp_path, CLOCK=1, ROUND=chase_workload.ROUND, POINTER=1)
+    chase = ptx[ptx.index(".entry chase("):ptx.index(".entry chase_link")]
+    loads = re.findall(r"ld\.global\.ca\.u64\s+(%rd\d+), \[(%rd\d+)\];", chase)
+    assert len(loads) >= 16 and len(re.findall(r"%clock64", chase)) == 2
+    assert all(address == before for (before, _), (_, address) in zip(loads, loads[1:])), loads
+    link = ptx[ptx.index(".entry chase_link"):ptx.index(".entry empty")]
+    assert re.search(r"st\.global\.u64", link)                        # 8-byte addresses, written in place
+
+
+def nvdisasm() -> str | None:
+    """nvdisasm on PATH or from the nvidia-cuda-nvdisasm wheel in this environment."""
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    import sysconfig
+    wheel = sorted(Path(sysconfig.get_paths()["purelib"]).glob("nvidia/*/bin/nvdisasm"))
+    return str(wheel[0]) if wheel else None
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None or nvdisasm() is None, reason="nvcc or nvdisasm is not installed")
+def test_the_pointer_chase_sass_has_nothing_between_its_loads(tmp_path):
+    cubin = tmp_path / "mem.cubin"     # ptxas for Hopper, as NVRTC builds it
+    subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-DCLOCK=1", f"-DROUND={chase_workload.ROUND}", "-DPOINTER=1",
+                    str(SOURCE), "-o", str(cubin)], check=True, capture_output=True, text=True)
+    sass = subprocess.run([nvdisasm(), "-c", str(cubin)], check=True, capture_output=True, text=True).stdout
+    body = sass[sass.index(".text.chase:"):]
+    assert pointer_chase_problem(body[:body.index("EXIT")]) is None, pointer_chase_problem(body)
+
+
+def pointer_chase_problem(sass: str) -> str | None:
+    """Why a chase kernel's SASS is not a pointer chase (None where it is): 16 or more 8-byte LDG,
+    each from the register pair the one before loaded, and between them no address arithmetic,
+    bounds check or write to those registers (the loop counter may sit there). Also read by
+    tests/test_gpu_chase.py on the kernel NVRTC built."""
+    ops = re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?P\d\s+)?([A-Z][\w.]*)\s*([^;]*);", sass)
+    loads = [(op, args) for op, args in ops if op.startswith("LDG")]
+    if len(loads) < 16 or any(not op.startswith("LDG.E.64") for op, _ in loads):
+        return f"not 16 or more 8-byte loads: {sorted({op for op, _ in loads})}"
+    chain = [re.match(r"(R\d+), desc\[UR\d+\]\[(R\d+)\.64\]", args).groups() for _, args in loads]
+    if not all(address == before for (before, _), (_, address) in zip(chain, chain[1:])):
+        return f"a load's address is not the last load's result: {chain}"
+    first, last = ops.index(loads[0]), ops.index(loads[-1])
+    between = [(op, args) for op, args in ops[first:last] if not op.startswith("LDG")]
+    if any(op.startswith(("IMAD", "LEA", "SHF", "ISETP.GE")) for op, _ in between):
+        return f"address arithmetic or a bounds check between the loads: {between}"
+    if {args.split(",")[0].strip() for _, args in between if args} & {r for pair in chain for r in pair}:
+        return f"an instruction between the loads writes their registers: {between}"
+    return None

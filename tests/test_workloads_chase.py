@@ -1,19 +1,26 @@
-"""peakbench.workloads.chase: the chain (one cycle through every line), the sweep timed only after
-a whole walk, driven through the ROCm runtime on the fake HIP runtime (a player of shaders/mem.cu
-`chase`), and the latency levels on a real Vulkan device (lavapipe here)."""
+"""peakbench.workloads.chase: the chain (one cycle through every line) and its pointer form, the
+2^(1/4) working-set grid, the sweep timed only after a whole walk, driven through the ROCm runtime
+on the fake HIP runtime (a player of shaders/mem.cu `chase` and `chase_link`, as an index and as
+a pointer chase), a level the sweep did not find reported unsupported with its reason, and the
+latency levels on a real Vulkan device (lavapipe here), as an index chase and, where the device
+has buffer device addresses, as a pointer chase."""
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import fake_hip
 from peakbench import kernels
+from peakbench.backend import Unsupported
 from peakbench.catalog import default_catalog
 from peakbench.workloads import chase, stream
 from test_workloads import args, rt  # noqa: F401  (rt is a fixture)
 
 CATALOG = default_catalog()
 KIB, MIB = 1024, 1 << 20
+STRIDE = chase.LINE // 4
 
 
 class CachedChaser:
@@ -48,24 +55,152 @@ def test_the_chase_is_timed_only_after_a_whole_walk_of_the_cycle():
     assert sweep.latencies == pytest.approx([1.0] * len(sweep.sizes))   # no first touch was timed
 
 
+def test_the_working_sets_are_a_quarter_octave_apart_in_whole_nodes():
+    sizes = chase.working_sets(512 * MIB)
+    assert sizes[0] == 4 * KIB and sizes[-1] == 512 * MIB and len(sizes) == 17 * 4 + 1
+    assert all(ws % chase.LINE == 0 for ws in sizes)
+    steps = [b / a for a, b in zip(sizes, sizes[1:])]
+    assert max(steps) <= 1.2 and min(steps) > 1.18                   # 2^(1/4) = 1.189, to whole nodes
+    assert max(steps[24:]) < 1.1895                                  # from 256 KiB on: the ratio to 0.1%
+    assert [ws for ws in sizes if ws & (ws - 1) == 0] == [4 * KIB << k for k in range(18)]
+
+
 def test_chase_chain_is_one_cycle_through_every_line():
     order, nxt = chase.chase_chain(64 * chase.LINE, np.random.default_rng(1))
-    stride, i, seen = chase.LINE // 4, 0, set()
+    i, seen = 0, set()
     for _ in range(64):
         seen.add(i)
         i = int(nxt[i])
-        assert i % stride == 0
+        assert i % STRIDE == 0
     assert i == 0 and len(seen) == 64
+
+
+def test_the_pointer_chain_holds_each_next_address_at_the_node():
+    base = 0x7F12_3456_0000
+    _, nxt = chase.chase_chain(64 * chase.LINE, np.random.default_rng(2))
+    words = chase.pointer_chain(nxt, base)
+    at, seen = base, set()
+    for _ in range(64):
+        seen.add(at)
+        w = (at - base) // 4
+        at = int(words[w]) | int(words[w + 1]) << 32                 # low word first
+        assert at - base == 4 * int(nxt[w])
+    assert at == base and len(seen) == 64
+
+
+# -- through the ROCm runtime, on the fake HIP runtime -------------------------------------------
+
+def chase_player(off_by_one: bool = False, pointer: bool = False):
+    """shaders/mem.cu `chase`: follow next[] (word indices, or with POINTER the addresses
+    chase_link wrote) rounds * 256 times from word `start`, store the word index it ends at."""
+    def play(fake, launch):
+        nxt_arg, out_arg, rounds, start = args(launch)
+        memory, base = fake.buffer(nxt_arg), nxt_arg.value
+        words = np.frombuffer(memory, np.uint32)
+
+        def follow(i: int) -> int:
+            if not pointer:
+                return int(words[i])
+            address = int(np.frombuffer(memory, np.uint64, 1, 4 * i)[0])
+            assert (address - base) % 4 == 0 and 0 <= address - base < len(memory), "not an address of the chain"
+            return (address - base) // 4
+        cycle, i = [], fake_hip.scalar(start)
+        while not cycle or i != cycle[0]:
+            cycle.append(i)
+            i = follow(i)
+        end = cycle[(fake_hip.scalar(rounds) * 256 + (1 if off_by_one else 0)) % len(cycle)]
+        np.frombuffer(fake.buffer(out_arg), np.uint32)[0] = end
+    return play
+
+
+def link_player(fake, launch):
+    """shaders/mem.cu `chase_link`: each thread k < nodes turns node k's word index into the
+    address of that word, in place."""
+    buf, nodes, stride = args(launch)
+    memory, base = fake.buffer(buf), buf.value
+    words = np.frombuffer(memory, np.uint32)
+    for k in range(min(fake_hip.scalar(nodes), launch["grid"][0] * launch["block"][0])):
+        w = k * fake_hip.scalar(stride)
+        np.frombuffer(memory, np.uint64, 1, 4 * w)[0] = base + 4 * int(words[w])
+
+
+def chase_time(launch) -> float:
+    """100 ns a load (ms for the fake's events)."""
+    return fake_hip.scalar(args(launch)[2]) * 256 * 1e-4 if launch["function"] == "chase" else 2.5
+
+
+INDEX = chase.ChaseKernel("mem.cu", "chase", clock_word=2, path="index")
+POINTER = chase.ChaseKernel("mem.cu", "chase", clock_word=2, path="pointer", pointer=True, link="chase_link")
+
+
+def test_the_chase_sweep_walks_every_working_set_and_checks_where_it_ends(rt):
+    rt.fake.kernels["chase"] = chase_player()
+    rt.fake.elapsed_ms = lambda launch: chase_time(launch)
+    sweep = chase.ChaseSweep(chase.Chaser(rt, INDEX), 256 * 1024, first_level=1)
+    assert sweep.problem is None and sweep.evidence["chase"] == "index"
+    assert sweep.sizes == chase.working_sets(256 * KIB)
+    assert sweep.latencies == pytest.approx([100.0] * len(sweep.sizes))
+    assert sweep.cycles == []                 # HIP: no cycle counter is trusted
+    rt.fake.kernels["chase"] = chase_player(off_by_one=True)
+    broken = chase.ChaseSweep(chase.Chaser(rt, INDEX), 8192, first_level=1)
+    assert "the chase ended at" in broken.problem
+
+
+def test_the_pointer_chase_follows_the_addresses_the_link_kernel_wrote(rt):
+    rt.fake.kernels["chase"] = chase_player(pointer=True)
+    rt.fake.kernels["chase_link"] = link_player
+    rt.fake.elapsed_ms = lambda launch: chase_time(launch)
+    sweep = chase.ChaseSweep(chase.Chaser(rt, POINTER), 64 * KIB, first_level=1)
+    assert sweep.problem is None and sweep.evidence["chase"] == "pointer"
+    chases = [launch for launch in rt.fake.launches if launch["function"] == "chase"]
+    assert chases and all("-DPOINTER=1" in launch["options"] for launch in chases)
+    # Without the link kernel the buffer holds word indices, not addresses: the chase goes wrong.
+    rt.fake.kernels["chase_link"] = lambda fake, launch: None
+    with pytest.raises(Exception, match="not an address"):          # the runtime reports the launch failed
+        chase.ChaseSweep(chase.Chaser(rt, POINTER), 8192, first_level=1)
+
+
+def test_the_table_of_cuda_and_hip_runs_the_pointer_chase_once_it_names_its_link(rt):
+    kernel = kernels.chase_kernel(rt)
+    if not kernel.pointer:
+        pytest.skip("peakbench/kernels chase_kernel() still names the index chase")
+    assert kernel.link == "chase_link"
+
+
+# -- a level the sweep did not find ---------------------------------------------------------------
+
+def test_a_level_the_sweep_did_not_find_is_unsupported_with_the_plateaus_in_words():
+    sizes = chase.working_sets(512 * MIB)
+    ns = [20.0 if ws <= 128 * KIB else 146.0 if ws <= 16 * MIB else 338.0 for ws in sizes]
+    sweep = SimpleNamespace(sizes=sizes, latencies=ns, cycles=[], mhz=[], evidence={"chase": "pointer"},
+                            problem=None, first_level=1, partitioned_l2=True)
+    sweep.found = lambda: chase.ChaseSweep.found(sweep)
+    sweep.levels = lambda spec=None: chase.ChaseSweep.levels(sweep, spec)
+    variant = CATALOG.get("latency.l2_far").variants[0]
+    with pytest.raises(Unsupported, match=r"^\[hardware\] the latency sweep found no far L2 partition level "
+                                          r"\(plateaus: 20 ns at 4 KiB-128 KiB, 146 ns at .*-16 MiB, 338 ns at .*\)"):
+        chase.LatencyWorkload(CATALOG.get("latency.l2_far"), variant, sweep, "p").measure(None, None)
+    l2 = chase.LatencyWorkload(CATALOG.get("latency.l2"), variant, sweep, "p").measure(None, None)
+    assert l2.params["working_sets_bytes"][1] == 16 * MIB and l2.evidence["chase"] == "pointer"
 
 
 # -- on a real Vulkan device ---------------------------------------------------------------------
 
-def test_latency_levels_on_this_device(vulkan_device):
-    from peakbench.vulkan import capabilities
+def vulkan_sweep(rt, pointer: bool):
+    kernel = chase.ChaseKernel("mem_chase.comp", "main", clock_word=1, path="p", max_rounds=rt.max_rounds,
+                               pointer=pointer)
+    return chase.sweep(rt, kernel, stream.working_bytes(rt), sample_s=0.001)
+
+
+@pytest.mark.parametrize("pointer", [False, True], ids=["index", "pointer"])
+def test_latency_levels_on_this_device(vulkan_device, pointer):
     rt = vulkan_device.rt
-    sweep = chase.sweep(rt, capabilities.chase_kernel(rt), stream.working_bytes(rt), sample_s=0.001)
+    if pointer and not (rt.caps.has("bufferDeviceAddress") and hasattr(rt, "address")):
+        pytest.skip("the Vulkan device was created without bufferDeviceAddress")
+    sweep = vulkan_sweep(rt, pointer)
     assert sweep.problem is None, sweep.problem            # every chase ended where the host said
-    assert sweep.sizes[0] == 4096 and all(t > 0 for t in sweep.latencies)
+    assert sweep.evidence["chase"] == ("pointer" if pointer else "index")
+    assert sweep.sizes == chase.working_sets(stream.working_bytes(rt)) and all(t > 0 for t in sweep.latencies)
     levels = sweep.levels()
     assert "dram" in levels and len(levels) >= 2
     if rt.caps.has("shaderSubgroupClock"):     # cycles from the shader's own counter
@@ -75,35 +210,31 @@ def test_latency_levels_on_this_device(vulkan_device):
     assert levels["dram"].latency_ns > min(p.latency_ns for p in levels.values())
 
 
-# -- through the ROCm runtime, on the fake HIP runtime -------------------------------------------
-
-def chase_player(off_by_one: bool = False):
-    """shaders/mem.cu `chase`: follow next[] rounds * 256 times from start, store where it ends."""
-    def play(fake, launch):
-        nxt_arg, out_arg, rounds, start = args(launch)
-        nxt = np.frombuffer(fake.buffer(nxt_arg), np.uint32)
-        cycle, i = [], fake_hip.scalar(start)
-        while not cycle or i != cycle[0]:
-            cycle.append(i)
-            i = int(nxt[i])
-        end = cycle[(fake_hip.scalar(rounds) * 256 + (1 if off_by_one else 0)) % len(cycle)]
-        np.frombuffer(fake.buffer(out_arg), np.uint32)[0] = end
-    return play
+def test_the_vulkan_table_chases_pointers_where_the_device_has_addresses(vulkan_device):
+    from peakbench.vulkan import capabilities
+    rt = vulkan_device.rt
+    kernel = capabilities.chase_kernel(rt)
+    if not rt.caps.has("bufferDeviceAddress"):
+        pytest.skip("the Vulkan device was created without bufferDeviceAddress")
+    assert kernel.pointer and kernel.link is None
 
 
-def chase_time(launch) -> float:
-    """100 ns a load (ms for the fake's events)."""
-    return fake_hip.scalar(args(launch)[2]) * 256 * 1e-4 if launch["function"] == "chase" else 2.5
-
-
-def test_the_chase_sweep_walks_every_working_set_and_checks_where_it_ends(rt):
-    rt.fake.kernels["chase"] = chase_player()
-    rt.fake.elapsed_ms = lambda launch: chase_time(launch)
-    sweep = chase.ChaseSweep(chase.Chaser(rt, kernels.chase_kernel(rt)), 256 * 1024, first_level=1)
-    assert sweep.problem is None
-    assert sweep.sizes == [4096 << i for i in range(7)]
-    assert sweep.latencies == pytest.approx([100.0] * 7)
-    assert sweep.cycles == []                 # HIP: no cycle counter is trusted
-    rt.fake.kernels["chase"] = chase_player(off_by_one=True)
-    broken = chase.ChaseSweep(chase.Chaser(rt, kernels.chase_kernel(rt)), 8192, first_level=1)
-    assert "the chase ended at" in broken.problem
+def test_a_pointer_chain_that_skips_a_node_is_caught_on_this_device(vulkan_device):
+    rt = vulkan_device.rt
+    if not (rt.caps.has("bufferDeviceAddress") and hasattr(rt, "address")):
+        pytest.skip("the Vulkan device was created without bufferDeviceAddress")
+    kernel = chase.ChaseKernel("mem_chase.comp", "main", clock_word=1, path="p", max_rounds=rt.max_rounds,
+                               pointer=True)
+    chaser = chase.Chaser(rt, kernel)
+    try:
+        order, nxt = chase.chase_chain(64 * chase.LINE, np.random.default_rng(3))
+        chaser.load(nxt)
+        chaser.launch(1, int(order[0]) * STRIDE)                          # 256 loads: 4 laps of 64
+        assert chaser.readout()[0] == int(order[0]) * STRIDE
+        a, b, c = (int(order[k]) * STRIDE for k in range(3))
+        nxt[a] = c                                                       # a -> c: b is skipped, 63 nodes
+        chaser.load(nxt)
+        chaser.launch(1, a)
+        assert chaser.readout()[0] != a                                  # 256 = 4 x 64, not a multiple of 63
+    finally:
+        chaser.release()

@@ -159,7 +159,7 @@ def test_large_working_sets_give_each_workgroup_a_private_slice():
 
 # -- on a real Vulkan device ---------------------------------------------------------------------
 
-STREAMS = [t for t in CATALOG.tests if t.family == "memory"]
+STREAMS = [t for t in CATALOG.tests if t.kernel == "stream"]
 
 
 @pytest.mark.parametrize("test", STREAMS, ids=[t.name for t in STREAMS])
@@ -386,3 +386,93 @@ def test_a_kernel_that_reads_or_writes_the_wrong_vectors_fails(rt, test, layout,
         assert ("did not wrap" if bug == "wrap" else "differ from the host reference") in w.verify()
     finally:
         w.close()
+
+
+# -- the coverage guard: the whole buffer, as the measurement runs it ----------------------------
+
+def far_player(mode_bug: str):
+    """The stream player with a fault only a full-size launch shows: past the first few vectors a
+    thread reads ("read") or a workgroup's tile ("write"), nothing more is read or written."""
+    play = stream_player()
+
+    def short(fake, launch):
+        d = fake_hip.defines(launch["options"])
+        mode, unroll = int(d["MODE"]), int(d.get("UNROLL", 4))
+        src_arg, dst_arg, passes, n, mask, shift = args(launch)
+        n = fake_hip.scalar(n)
+        blocks, block = launch["grid"][0], launch["block"][0]
+        if mode == 0 and mode_bug == "read" and int(d.get("LAYOUT", 0)) == 0:
+            # each thread stops after 2 rounds of `unroll` loads a pass (the check's own n needs 2)
+            src, dst = words(fake, src_arg), words(fake, dst_arg)
+            tid = np.arange(blocks * block)
+            span, acc = n // blocks, np.zeros((blocks * block, 4), np.uint64)
+            for p in range(fake_hip.scalar(passes)):
+                base = (tid // block) * span + tid % block
+                for i in range(0, min(span, 2 * block * unroll), block * unroll):
+                    for u in range(unroll):
+                        acc += src[base + i + u * block]
+            dst[:len(tid)] = (acc % (1 << 32)).astype(np.uint32)
+        elif mode == 1 and mode_bug == "write":
+            tiles = n // (block * unroll)
+            dst = words(fake, dst_arg)
+            keep = dst.copy()
+            play(fake, launch)
+            far = np.arange(n).reshape(tiles, -1)[16:].ravel()    # tiles past the 16th keep what they held
+            dst[far] = keep[far]
+        else:
+            play(fake, launch)
+    return short
+
+
+@pytest.mark.parametrize("test, layout", [("memory.read", "chunk"), ("memory.write", "tile")])
+def test_a_kernel_that_skips_the_far_part_of_the_buffer_fails_the_coverage_guard(rt, test, layout):
+    rt.fake.kernels["stream"] = far_player(test.split(".")[1])
+    spec = CATALOG.get(test)
+    w = stream.StreamWorkload(spec, next(v for v in spec.variants if v.name == layout), rt, kernels.STREAM)
+    try:
+        assert w.check_first() is None                 # the first vectors of each thread are right
+        problem = w.verify()
+        assert problem.startswith("guard coverage: "), problem
+        if test == "memory.read":                     # 4 blocks of 256 threads over 1 Mi vectors, one pass
+            assert "1024 of 1024 threads did not read their share" in problem
+            assert "read 32 vectors, not 1024" in problem
+        else:
+            assert "left vectors of the 1048576-vector buffer unwritten" in problem
+        rt.fake.kernels["stream"] = stream_player()
+        assert w.verify() is None                     # and the source is refilled after the count
+        assert w.evidence["guards"]["coverage"].startswith("all 1048576 vectors" if layout == "tile" else "one pass")
+    finally:
+        w.close()
+
+
+def test_the_read_count_passes_a_good_kernel_and_refills_the_source(rt):
+    rt.fake.kernels["stream"] = stream_player()
+    spec = CATALOG.get("memory.read")
+    w = stream.StreamWorkload(spec, next(v for v in spec.variants if v.name == "chunk"), rt, kernels.STREAM)
+    try:
+        assert w.verify() is None
+        assert w.evidence["guards"]["coverage"] == "one pass over all 1048576 vectors counted"
+        got = np.frombuffer(rt.download(w.src, 64), np.uint32).reshape(4, 4)
+        assert (got == stream.filled(4)).all()                           # refilled for the measurement
+    finally:
+        w.close()
+
+
+FAR_FAULTS = {   # an edit of mem_stream.comp that leaves the first vectors of each thread right
+    "memory.read": ("for (uint i = 0; i < span; i += lane * UNROLL)",
+                    "for (uint i = 0; i < min(span, 16384u); i += lane * UNROLL)", "variant chunk", "did not read"),
+    "memory.write": ("dst[j] = uvec4(j, j ^ 0x5bd1e995U, ~j, j * 2654435761U);",
+                     "if (tile < 4096u) dst[j] = uvec4(j, j ^ 0x5bd1e995U, ~j, j * 2654435761U);",
+                     "variant tile", "unwritten"),
+}
+
+
+@pytest.mark.usefixtures("vulkan_backend")
+@pytest.mark.parametrize("test", sorted(FAR_FAULTS))
+def test_a_shader_skipping_the_far_end_is_failed_by_the_run(tmp_path, test):
+    """A plain `peakbench --backend vulkan --quick` run on a shader that reads or writes only the
+    near part of its buffer: the result is failed by the coverage guard."""
+    from test_guards_planted import assert_caught, run_edited
+    old, new, *words_ = FAR_FAULTS[test]
+    r = run_edited(tmp_path, "mem_stream.comp", old, new, test)
+    assert_caught(r[test], "coverage", *words_)

@@ -3,7 +3,7 @@
 memory.read / memory.write / memory.copy stream a buffer well past the last cache level with
 16-byte accesses (copy counts bytes read plus bytes written). The bandwidth sweep repeats the
 read over working sets from a few KiB up, kept as a series. latency.* come from one pointer chase
-swept over working sets: its plateaus are the levels (l0..l3, dram), found, not assumed.
+swept over working sets: its plateaus are the levels (l0..l3, l2_far, dram), found, not assumed.
 launch.overhead is the submit-to-completion time of an empty dispatch.
 """
 from peakbench.catalog import LatencyTest, LaunchTest, MemoryTest, Variant
@@ -38,6 +38,7 @@ TESTS = (
     _level("latency.l1", "load-to-use latency of the L1 cache level"),
     _level("latency.l2", "load-to-use latency of the L2 cache level"),
     _level("latency.l3", "load-to-use latency of the L3 / last-level cache, where the GPU has one"),
+    _level("latency.l2_far", "load-to-use latency of the far L2 partition (NVIDIA), where the sweep finds its plateau"),
     _level("latency.dram", "load-to-use latency of device memory"),
     LaunchTest("launch.overhead", "us", "launch", "", (Variant("empty"),), 1,
                "submit-to-completion time of an empty dispatch"),

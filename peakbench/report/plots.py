@@ -28,7 +28,8 @@ def _bytes_label(n: float) -> str:
     return f"{n:g} B"
 
 
-LEVELS = ("latency.l0", "latency.l1", "latency.l2", "latency.l3", "latency.dram")
+LEVELS = ("latency.l0", "latency.l1", "latency.l2", "latency.l2_far", "latency.l3", "latency.dram")
+TRANSFERS = ("transfer.h2d", "transfer.d2h", "transfer.bidir")
 
 # (unit, size in the series' unit), smallest first
 RATES = (("MB/s", 1e-3), ("GB/s", 1.0), ("TB/s", 1e3))
@@ -78,9 +79,42 @@ def level_bandwidths(by_test: dict) -> list[tuple[str, int, int, float]]:
     return out
 
 
+def transfer_sweeps(by_test: dict) -> list[tuple[str, list, list]]:
+    """(test, transfer sizes, GB/s) of each host-transfer test that kept its size sweep."""
+    out = []
+    for test in TRANSFERS:
+        series = (by_test.get(test) or {}).get("series") or {}
+        x, y = series.get("transfer_bytes"), series.get("GB/s")
+        if x and isinstance(y, list) and len(x) == len(y):
+            out.append((test, x, y))
+    return out
+
+
+def _transfer_chart(plt, FuncFormatter, run: dict, sweeps, path: Path) -> Path:
+    device = run["device"]
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
+    unit, size = scale(max(max(y) for _, _, y in sweeps))
+    for test, x, y in sweeps:
+        ax.plot(x, [v / size for v in y], marker="o", ms=3, lw=1.5, label=test)
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _bytes_label(v)))
+    ax.tick_params(axis="x", labelrotation=45)
+    ax.set_xlabel("transfer size")
+    ax.set_ylabel(f"host link ({unit})")
+    ax.legend(fontsize=8)
+    driver = f", driver {device['driver']}" if device.get("driver") else ""
+    ax.set_title(f"{device['name']} ({run['backend']}{driver}): host transfers")
+    ax.grid(True, which="major", alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def write(runs: list[dict], folder: str | Path) -> list[Path]:
-    """One latency and one bandwidth chart per run that has the sweeps; returns the files (none,
-    and no folder made, when no run has a sweep)."""
+    """One latency, one bandwidth and one host-transfer chart per run that has those sweeps;
+    returns the files (none, and no folder made, when no run has a sweep)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -131,6 +165,9 @@ def write(runs: list[dict], folder: str | Path) -> list[Path]:
             fig.savefig(path)
             plt.close(fig)
             written.append(path)
+        sweeps = transfer_sweeps(by_test)
+        if sweeps:
+            written.append(_transfer_chart(plt, FuncFormatter, run, sweeps, folder / f"{name}-transfer.png"))
     return written
 
 

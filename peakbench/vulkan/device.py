@@ -14,7 +14,7 @@ from vulkan._vulkan import lib as vk_lib
 from peakbench.backend import DeviceInfo, error_text
 from peakbench.telemetry import ClockReader
 from peakbench.vulkan.driver_cache import Code, DriverCache, PipelineCode, dump_name, fingerprint
-from peakbench.vulkan.instance import (EXT_BFLOAT16, EXT_COOPMAT, EXT_COOPMAT2, EXT_EXECUTABLE_PROPERTIES,
+from peakbench.vulkan.instance import (EXT_ATOMIC_FLOAT, EXT_BFLOAT16, EXT_COOPMAT, EXT_COOPMAT2, EXT_EXECUTABLE_PROPERTIES,
                                        EXT_FLOAT8, EXT_SHADER_CLOCK, STYPE_BFLOAT16_FEATURES, STYPE_COOPMAT2_FEATURES,
                                        STYPE_FLOAT8_FEATURES, Capabilities, _chain, _new, _raw, _string)
 
@@ -22,6 +22,9 @@ ffi = vk.ffi
 FENCE_TIMEOUT_S = 120.0
 CPU_THREADS_PER_CORE = 256
 FALLBACK_THREADS = 1 << 20
+# Vulkan 1.2 bits the `vulkan` package does not name.
+SHADER_DEVICE_ADDRESS_BIT = 0x00020000      # VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT
+MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT = 0x2    # VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT
 
 
 class VulkanError(Exception):
@@ -105,6 +108,7 @@ class VulkanDevice:
         f12.shaderFloat16, f12.shaderInt8 = f["shaderFloat16"], f["shaderInt8"]
         f12.storageBuffer8BitAccess = f["storageBuffer8BitAccess"]
         f12.vulkanMemoryModel = f["vulkanMemoryModel"]      # glslang's cooperative matrices use it
+        f12.bufferDeviceAddress = f["bufferDeviceAddress"]  # the pointer chase follows device addresses
         f13 = _new("VkPhysicalDeviceVulkan13Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES)
         f13.shaderIntegerDotProduct = f["shaderIntegerDotProduct"]
         f13.maintenance4 = f["maintenance4"]
@@ -136,6 +140,13 @@ class VulkanDevice:
                 setattr(struct, feature, 1)
                 chain.append(struct)
                 extensions.append(extension)
+        if self.caps.has("shaderBufferFloat32AtomicAdd") or self.caps.has("shaderSharedFloat32AtomicAdd"):
+            struct = _new("VkPhysicalDeviceShaderAtomicFloatFeaturesEXT",
+                          vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT)
+            struct.shaderBufferFloat32AtomicAdd = f["shaderBufferFloat32AtomicAdd"]
+            struct.shaderSharedFloat32AtomicAdd = f["shaderSharedFloat32AtomicAdd"]
+            chain.append(struct)
+            extensions.append(EXT_ATOMIC_FLOAT)
         _chain(*chain)
         # The priority array is held here: one the wrapper makes from a list inside a nested
         # structure can be freed before vkCreateDevice reads it (the validation layer saw garbage).
@@ -158,6 +169,9 @@ class VulkanDevice:
     def buffer(self, size: int, host_visible: bool = False) -> Buffer:
         usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
                  | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+        addressed = self.caps.has("bufferDeviceAddress") and not host_visible
+        if addressed:
+            usage |= SHADER_DEVICE_ADDRESS_BIT
         handle = vk.vkCreateBuffer(self.device, vk.VkBufferCreateInfo(
             size=size, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
         req = vk.vkGetBufferMemoryRequirements(self.device, handle)
@@ -168,8 +182,9 @@ class VulkanDevice:
             vk.vkDestroyBuffer(self.device, handle, None)
             raise VulkanError(f"no memory type with flags 0x{flags:x} for a {size}-byte buffer")
         try:
+            flags_info = vk.VkMemoryAllocateFlagsInfo(flags=MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT) if addressed else None
             memory = vk.vkAllocateMemory(self.device, vk.VkMemoryAllocateInfo(
-                allocationSize=req.size, memoryTypeIndex=index), None)
+                pNext=flags_info, allocationSize=req.size, memoryTypeIndex=index), None)
         except vk.VkError as e:
             vk.vkDestroyBuffer(self.device, handle, None)
             raise VulkanError(f"vkAllocateMemory of {req.size} bytes failed: {type(e).__name__}") from None
@@ -177,6 +192,11 @@ class VulkanDevice:
         buf = Buffer(handle, memory, size)
         self._buffers.append(buf)
         return buf
+
+    def address(self, buf: Buffer) -> int:
+        """The buffer's device address (bufferDeviceAddress)."""
+        info = vk.VkBufferDeviceAddressInfo(buffer=buf.handle)
+        return int(vk_lib.vkGetBufferDeviceAddress(self.device, ffi.addressof(info)))   # the wrapper mistakes its uint64 result
 
     def memory_budget(self) -> int:
         """Bytes this process may use in the largest device-local heap (VK_EXT_memory_budget where

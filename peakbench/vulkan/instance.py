@@ -17,6 +17,7 @@ STYPE_FLOAT8_FEATURES = 1000567000        # VkPhysicalDeviceShaderFloat8Features
 EXT_COOPMAT = "VK_KHR_cooperative_matrix"
 EXT_COOPMAT2 = "VK_NV_cooperative_matrix2"
 EXT_SHADER_CLOCK = "VK_KHR_shader_clock"
+EXT_ATOMIC_FLOAT = "VK_EXT_shader_atomic_float"
 STYPE_COOPMAT2_FEATURES = 1000593000      # VkPhysicalDeviceCooperativeMatrix2FeaturesNV
 STYPE_COOPMAT2_PROPERTIES = 1000593002    # VkPhysicalDeviceCooperativeMatrix2PropertiesNV
 EXT_BFLOAT16 = "VK_KHR_shader_bfloat16"
@@ -121,6 +122,11 @@ def probe_features(pd, extensions: set) -> dict:
         exe = _new("VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
                    vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR)
         chain.append(exe)
+    atomic_float = None
+    if EXT_ATOMIC_FLOAT in extensions:
+        atomic_float = _new("VkPhysicalDeviceShaderAtomicFloatFeaturesEXT",
+                            vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT)
+        chain.append(atomic_float)
     f2 = _new("VkPhysicalDeviceFeatures2", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2)
     _chain(f2, *chain)
     vk.vkGetPhysicalDeviceFeatures2(pd, f2)
@@ -141,7 +147,10 @@ def probe_features(pd, extensions: set) -> dict:
         "cooperativeMatrixWorkgroupScope": bool(cm2 and cm2[4]),
         "cooperativeMatrixFlexibleDimensions": bool(cm2 and cm2[5]),
         "vulkanMemoryModel": f12.vulkanMemoryModel,
+        "bufferDeviceAddress": f12.bufferDeviceAddress,   # the pointer chase (mem_chase.comp)
         "shaderSubgroupClock": bool(clock and clock.shaderSubgroupClock),
+        "shaderBufferFloat32AtomicAdd": bool(atomic_float and atomic_float.shaderBufferFloat32AtomicAdd),
+        "shaderSharedFloat32AtomicAdd": bool(atomic_float and atomic_float.shaderSharedFloat32AtomicAdd),
     }
 
 

@@ -2,8 +2,21 @@
 sets; the plateaus of its latency curve are the cache levels (harness/levels.py names them).
 
 The kernel (shaders/mem_chase.comp, shaders/mem.cu `chase`) follows `rounds` * ROUND dependent
-loads from word `start` of the chain and stores the index it ended at, then, where the runtime's
-kernels can read the core's cycle counter, the counter before and after its loop.
+loads from word `start` of the chain and stores the word index it ended at, then, where the
+runtime's kernels can read the core's cycle counter, the counter before and after its loop.
+Built with POINTER=1 it is a true pointer chase: each node's first 8 bytes hold the address of
+the next node, so a load's value is the next load's address (load to use, no address arithmetic
+between). The addresses come from the device (the kernel table's `link` kernel rewrites the index
+chain in place: CUDA and HIP) or from the host (the runtime's `address(buf)`: Vulkan's buffer
+device address; the kernel then takes that address as two more 32-bit scalars, low word first).
+Built with POINTER=0 it is an index chase: each load's value is the next node's word index.
+
+The sweep's working sets are 2^(1/4) apart (STEPS_PER_OCTAVE), 4 KiB to 512 MiB: 69 points where
+factor-2 steps gave 18, so each level is a plateau of several points and a level between two
+others (a far L2 partition) is not stepped over. Its cost per point: a walk of the whole cycle
+(up to WARM_LOADS loads), the calibration and four launches of SWEEP_SAMPLE_S each. On lavapipe
+(to 64 MiB) that measured 3-9 s; on the H200 it is estimated at 10-15 s, most of it the walks past
+64 MiB (13 points x 1M loads x ~0.35 us).
 """
 from __future__ import annotations
 
@@ -21,23 +34,40 @@ ROUND = 256                      # chase loads per round: the kernels' inner loo
 SWEEP_SAMPLE_S = 0.004           # GPU time per working-set point of the sweeps
 FIRST_BYTES = 4096
 CHASE_MAX = 512 << 20
+STEPS_PER_OCTAVE = 4             # working sets 2^(1/4) apart
 SEED = 12345                     # the chains' random generator
+LINK_BLOCK = 256                 # threads per workgroup of the link kernel (one node each)
 # The chase walks the whole cycle once untimed (up to this many loads) before it is timed, so up
 # to 128 MiB every timed load revisits a line one working set ago rather than touching it first;
 # past that the walk still visits every page, so translation is warm.
 WARM_LOADS = 1 << 20
+# Level names in messages.
+LABELS = {"l2_far": "far L2 partition", "dram": "DRAM"}
 
 
 @dataclass(frozen=True)
 class ChaseKernel:
     """One API's chase: its source and entry point, the word of its output where the cycle
     counters start (two 64-bit values, low word first), the most rounds one launch may run
-    (llvmpipe ends loops past ~65535 iterations), and the load path it takes, in words."""
+    (llvmpipe ends loops past ~65535 iterations), the load path it takes, in words, whether it
+    follows addresses (`pointer`, the POINTER define) and, for a pointer chase whose addresses
+    the device writes, the entry point of the kernel that writes them (`link`)."""
     source: str
     entry: str
     clock_word: int
     path: str
     max_rounds: int = 1 << 24
+    pointer: bool = False
+    link: str | None = None
+
+
+def working_sets(max_bytes: int, first: int = FIRST_BYTES) -> list[int]:
+    """`first` up to `max_bytes`, STEPS_PER_OCTAVE points an octave, each a whole number of nodes."""
+    sizes, k = [], 0
+    while (ws := round(first * 2 ** (k / STEPS_PER_OCTAVE) / LINE) * LINE) <= max_bytes:
+        sizes.append(ws)
+        k += 1
+    return sizes
 
 
 def chase_chain(ws: int, rng) -> tuple[np.ndarray, np.ndarray]:
@@ -50,6 +80,17 @@ def chase_chain(ws: int, rng) -> tuple[np.ndarray, np.ndarray]:
     return order, nxt
 
 
+def pointer_chain(nxt: np.ndarray, base: int) -> np.ndarray:
+    """The index chain as addresses in a buffer at `base`: each node's first two words hold the
+    next node's address (base + 4 x its word index), low word first, as the link kernel writes."""
+    out = np.zeros_like(nxt)
+    at = np.arange(0, len(nxt), LINE // 4)
+    address = np.uint64(base) + nxt[at].astype(np.uint64) * np.uint64(4)
+    out[at] = (address & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    out[at + 1] = (address >> np.uint64(32)).astype(np.uint32)
+    return out
+
+
 class Chaser:
     """The chase kernel on one thread of a runtime, one chain at a time."""
 
@@ -57,24 +98,40 @@ class Chaser:
         self.rt, self.spec = rt, kernel
         self.clocked = rt.kernel_clock
         self.max_rounds = kernel.max_rounds
-        self.kernel = rt.compile(kernel.source, {"CLOCK": int(self.clocked), "ROUND": ROUND}, kernel.entry,
-                                 block=1, args="bbuu", label="chase")
-        self.evidence = rt.evidence(self.kernel)
+        self.addressed = kernel.pointer and not kernel.link      # the host writes the addresses
+        defines = {"CLOCK": int(self.clocked), "ROUND": ROUND, "POINTER": int(kernel.pointer)}
+        self.kernel = rt.compile(kernel.source, defines, kernel.entry, block=1,
+                                 args="bbuuuu" if self.addressed else "bbuu", label="chase")
+        self.linker = None
+        if kernel.pointer and kernel.link:
+            self.linker = rt.compile(kernel.source, defines, kernel.link, block=LINK_BLOCK, args="buu",
+                                     label="chase_link")
+        self.evidence = {**rt.evidence(self.kernel), "chase": "pointer" if kernel.pointer else "index"}
         self.out = rt.alloc(32)
-        self.buf = None
+        self.buf, self.base = None, 0
 
     def load(self, nxt: np.ndarray) -> None:
-        """Upload a chain, replacing the last."""
+        """Upload a chain (as addresses, for a pointer chase), replacing the last."""
         if self.buf is not None:
             self.rt.free(self.buf)
         self.buf = self.rt.alloc(nxt.nbytes)
+        if self.addressed:
+            self.base = self.rt.address(self.buf)
+            self.rt.upload(self.buf, pointer_chain(nxt, self.base).tobytes())
+            return
         self.rt.upload(self.buf, nxt.tobytes())
+        if self.linker:
+            nodes, stride = len(nxt) // (LINE // 4), LINE // 4
+            self.rt.launch(self.linker, -(-nodes // LINK_BLOCK), [self.buf, np.uint32(nodes), np.uint32(stride)])
 
     def launch(self, rounds: int, start: int) -> float:
-        return self.rt.launch(self.kernel, 1, [self.buf, self.out, np.uint32(rounds), np.uint32(start)])
+        args = [self.buf, self.out, np.uint32(rounds), np.uint32(start)]
+        if self.addressed:
+            args += [np.uint32(self.base & 0xFFFFFFFF), np.uint32(self.base >> 32)]
+        return self.rt.launch(self.kernel, 1, args)
 
     def readout(self) -> tuple[int, int | None]:
-        """(final index, cycles of the loop or None)."""
+        """(final word index, cycles of the loop or None)."""
         at = self.spec.clock_word
         w = [int(x) for x in np.frombuffer(self.rt.download(self.out, 4 * (at + 4)), np.uint32)]
         if not self.clocked:
@@ -87,25 +144,26 @@ class Chaser:
             self.rt.free(self.buf)
         self.rt.free(self.out)
         self.rt.discard(self.kernel)
+        if self.linker:
+            self.rt.discard(self.linker)
 
 
 class ChaseSweep:
-    """One pointer chase per working set, 4 KiB up to `max_bytes`; shared by every latency.* test
-    of a device. Each launch goes on from where the last one stopped, so a working set larger than
-    one launch's loads is still walked in full rather than its first nodes again (which would stay
-    cached)."""
+    """One pointer chase per working set (working_sets), 4 KiB up to `max_bytes`; shared by every
+    latency.* test of a device. Each launch goes on from where the last one stopped, so a working
+    set larger than one launch's loads is still walked in full rather than its first nodes again
+    (which would stay cached)."""
 
-    def __init__(self, chaser, max_bytes: int, first_level: int, sample_s: float = SWEEP_SAMPLE_S):
-        self.chaser, self.first_level = chaser, first_level
+    def __init__(self, chaser, max_bytes: int, first_level: int, sample_s: float = SWEEP_SAMPLE_S,
+                 partitioned_l2: bool = False):
+        self.chaser, self.first_level, self.partitioned_l2 = chaser, first_level, partitioned_l2
         self.evidence = dict(getattr(chaser, "evidence", {}))     # the chase kernel's instructions
         self.sizes, self.latencies, self.cycles, self.mhz, self.problem = [], [], [], [], None
         rng = np.random.default_rng(SEED)
-        ws = FIRST_BYTES
         try:
-            while ws <= max_bytes:
+            for ws in working_sets(max_bytes):
                 self.sizes.append(ws)
                 self.latencies.append(self._measure(ws, rng, sample_s))
-                ws *= 2
         finally:
             chaser.release()
 
@@ -140,8 +198,14 @@ class ChaseSweep:
             self.mhz.append(round(cycles / times[-1] / 1e6))
         return rate(rounds * ROUND, median(times), 1, "ns")
 
+    def found(self):
+        """The plateaus; where the L2 is partitioned, one of 3 points counts (the far partition's
+        plateau spans about an octave on Hopper), elsewhere 6 (1.25 octaves: a CPU driver's
+        noisy sweep shows shorter flat stretches on its ramps)."""
+        return plateaus(self.sizes, self.latencies, min_points=3 if self.partitioned_l2 else 6)
+
     def levels(self, spec=None) -> dict:
-        return name_levels(plateaus(self.sizes, self.latencies), self.first_level, documented_caches(spec))
+        return name_levels(self.found(), self.first_level, documented_caches(spec), self.partitioned_l2)
 
     def series(self) -> dict:
         out = {"x": "working_set_bytes", "y": "ns", "working_set_bytes": self.sizes,
@@ -158,9 +222,15 @@ def first_level(info) -> int:
     return 0 if amd and not any(k in name for k in ("instinct", " mi")) else 1
 
 
+def partitioned_l2(info) -> bool:
+    """NVIDIA GPUs have no L3: a level between their L2 and DRAM is a far L2 partition."""
+    return info.vendor_id == 0x10DE
+
+
 def sweep(rt, kernel: ChaseKernel, max_bytes: int, sample_s: float = SWEEP_SAMPLE_S) -> ChaseSweep:
     """The latency sweep of a device, 4 KiB up to CHASE_MAX (or `max_bytes`, the stream buffer)."""
-    return ChaseSweep(Chaser(rt, kernel), min(CHASE_MAX, max_bytes), first_level(rt.info), sample_s)
+    return ChaseSweep(Chaser(rt, kernel), min(CHASE_MAX, max_bytes), first_level(rt.info), sample_s,
+                      partitioned_l2(rt.info))
 
 
 class LatencyWorkload:
@@ -175,12 +245,13 @@ class LatencyWorkload:
         return self.sweep.problem
 
     def measure(self, settings, clock, spec=None) -> VariantResult:
-        found = plateaus(self.sweep.sizes, self.sweep.latencies)
-        levels = name_levels(found, self.sweep.first_level, documented_caches(spec))
-        described = ", ".join(f"{p.latency_ns:.0f} ns from {p.first_bytes // 1024} KiB" for p in found)
+        found = self.sweep.found()
+        levels = self.sweep.levels(spec)
+        described = ", ".join(f"{p.latency_ns:.0f} ns at {_kib(p.first_bytes)}-{_kib(p.last_bytes)}" for p in found)
         level = levels.get(self.test.dtype)
         if level is None:
-            raise Unsupported(f"[hardware] the latency sweep found no {self.test.dtype.upper()} level (plateaus: {described})")
+            label = LABELS.get(self.test.dtype, self.test.dtype.upper())
+            raise Unsupported(f"[hardware] the latency sweep found no {label} level (plateaus: {described})")
         on = [level.first_bytes <= s <= level.last_bytes for s in self.sweep.sizes]
         points = [t for t, inside in zip(self.sweep.latencies, on) if inside]
         params = {**self.params, "working_sets_bytes": [level.first_bytes, level.last_bytes]}
@@ -203,3 +274,7 @@ class LatencyWorkload:
 
     def close(self) -> None:
         pass
+
+
+def _kib(n: int) -> str:
+    return f"{n / (1 << 20):.3g} MiB" if n >= 1 << 20 else f"{n / 1024:.3g} KiB"

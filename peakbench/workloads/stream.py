@@ -59,6 +59,10 @@ READ_BLOCKS_PER_UNIT = 2
 # *_stream_paths.py; experiments/results/h200-probe-stream-paths-2026-11-30.txt, run 6).
 ROWS_BLOCK = 1024
 VERIFY_PASSES = (1, 2)           # the chunk and stride reads' checks: a read doing half its passes fails
+# The coverage check's source bytes: every word 0x01010101, an odd number, so sums of k and k'
+# such words differ (mod 2**32) for any k != k' below 2**32: a sum says how many vectors were read.
+COVER_BYTE = 0x01
+COVER_WORD = 0x01010101
 
 
 def read_sums(n: int, blocks: int, block: int, layout: str = "chunk", passes: int = 1, shift: int = 0,
@@ -248,11 +252,10 @@ class StreamWorkload:
         self.src = rt.alloc(self.n_vec * 16)
         out_vec = max(8, self.n_vec // self.tile) if self.rows else self.threads if self.mode == "read" else self.n_vec
         self.dst = rt.alloc(out_vec * 16)
-        fill = rt.compile(kernel.source, {"MODE": MODES["fill"], "UNROLL": self.unroll}, kernel.entry,
-                          block=STREAM_BLOCK, args="bbuuuu", label="fill")
-        rt.launch(fill, self.resident, [self.dst, self.src, np.uint32(1), np.uint32(self.n_vec),
-                                        np.uint32(0xFFFFFFFF), np.uint32(0)])
-        rt.discard(fill)
+        self.source, self.entry = kernel.source, kernel.entry
+        self.filler = rt.compile(kernel.source, {"MODE": MODES["fill"], "UNROLL": self.unroll}, kernel.entry,
+                                 block=STREAM_BLOCK, args="bbuuuu", label="fill")
+        self.fill_source()
         w = rt.words
         self.params = {"buffer_bytes": self.n_vec * 16, w.size_key: self.block,
                        w.groups_key: self.resident if self.mode == "read" and not self.rows else self.n_vec // self.tile,
@@ -260,6 +263,11 @@ class StreamWorkload:
                        "layout": LAYOUT_TEXT[self.layout].format(**vars(w)),
                        "bytes_counted": "read + written" if self.mode == "copy" else self.mode}
         self.evidence = rt.evidence(self.kernel)
+
+    def fill_source(self) -> None:
+        """The source buffer as the host expects it: vector i holds hash(4i .. 4i+3)."""
+        self.rt.launch(self.filler, self.resident, [self.dst, self.src, np.uint32(1), np.uint32(self.n_vec),
+                                                    np.uint32(0xFFFFFFFF), np.uint32(0)])
 
     def run(self, size: int, n_vec: int | None = None, mask: int = 0xFFFFFFFF, shift: int = 0) -> float:
         n = n_vec or self.n_vec
@@ -275,6 +283,11 @@ class StreamWorkload:
         return size * self.n_vec
 
     def verify(self) -> str | None:
+        """The first few vectors per thread checked word by word (check_first), then the whole
+        buffer counted (coverage)."""
+        return self.check_first() or self.coverage()
+
+    def check_first(self) -> str | None:
         """The first few vectors per thread, checked in full against the host. The chunk and
         stride reads are checked after each of VERIFY_PASSES; the others run two passes, whose
         second must wrap round to the first's work (check_wrapped)."""
@@ -299,6 +312,73 @@ class StreamWorkload:
         # a loop doing fewer passes than it is given fails the second count
         return guards.at_counts(VERIFY_PASSES, check, "passes", self.evidence)
 
+    def coverage(self) -> str | None:
+        """The coverage guard, on the whole buffer as the measurement runs it (check_first has
+        checked more than one pass). A read sums a source of COVER_WORD words over one pass:
+        each output must be the number of vectors its thread (the rows read: its column) is
+        counted for, times COVER_WORD. A
+        write or copy runs one pass twice, into a destination first all 0x00 then all 0xFF
+        bytes, and the stream kernel's chunk read sums it each time: a vector left unwritten
+        keeps the prior bytes, so its thread's sums differ."""
+        if self.mode == "read":
+            problem = self._count_reads(1)
+            text = f"one pass over all {self.n_vec} vectors counted"
+        else:
+            problem = self._compare_writes()
+            text = f"all {self.n_vec} vectors found written in one pass"
+        if problem:
+            return guards.reason("coverage", problem)
+        self.evidence.setdefault("guards", {})["coverage"] = text
+        return None
+
+    def _count_reads(self, passes: int) -> str | None:
+        rt = self.rt
+        rt.fill(self.src, COVER_BYTE)
+        try:
+            rt.fill(self.dst, 0xFF)
+            self.run(passes)
+            if self.rows:       # a column: `unroll` rows of a workgroup's vectors, whatever the passes
+                outputs, count = self.n_vec // self.tile, self.unroll * self.block
+            else:
+                outputs, count = self.threads, passes * self.n_vec // self.threads
+            got = np.frombuffer(rt.download(self.dst, outputs * 16), np.uint32).reshape(outputs, 4)
+        finally:
+            self.fill_source()
+        want = np.uint32(count * COVER_WORD % (1 << 32))
+        bad = np.flatnonzero((got != want).any(axis=1))
+        if not bad.size:
+            return None
+        first = int(bad[0])
+        short = (int(got[first, 0]) * pow(COVER_WORD, -1, 1 << 32)) % (1 << 32)
+        what = "columns" if self.rows else "threads"
+        return (f"{bad.size} of {outputs} {what} did not read their share of the {self.n_vec}-vector buffer"
+                f" in {passes} pass{'es' if passes > 1 else ''} (the first, {first}, read {short} vectors, not {count})")
+
+    def _compare_writes(self) -> str | None:
+        rt = self.rt
+        reader = rt.compile(self.source, {"MODE": MODES["read"], "UNROLL": self.unroll, "LAYOUT": LAYOUTS["chunk"]},
+                            self.entry, block=STREAM_BLOCK, args="bbuuuu", label="coverage")
+        sums = rt.alloc(self.threads * 16)
+        try:
+            seen = []
+            for prior in (0x00, 0xFF):
+                rt.fill(self.dst, prior)
+                self.run(1)
+                rt.launch(reader, self.resident, [self.dst, sums, np.uint32(1), np.uint32(self.n_vec),
+                                                  np.uint32(0xFFFFFFFF), np.uint32(0)])
+                seen.append(np.frombuffer(rt.download(sums, self.threads * 16), np.uint32).reshape(-1, 4))
+        finally:
+            rt.free(sums)
+            rt.discard(reader)
+        bad = np.flatnonzero((seen[0] != seen[1]).any(axis=1))
+        if not bad.size:
+            return None
+        span = self.n_vec // self.resident
+        first = int(bad[0]) // STREAM_BLOCK * span
+        return (f"one pass left vectors of the {self.n_vec}-vector buffer unwritten: the sums of {bad.size} of"
+                f" {self.threads} reading threads depend on what the destination held before"
+                f" (the first in vectors {first} to {first + span - 1})")
+
     def series(self) -> dict | None:
         """The read sweep, once per test, on the chunk variant."""
         return self.sweep(SWEEP_SAMPLE_S) if self.layout == "chunk" else None
@@ -311,4 +391,4 @@ class StreamWorkload:
 
     def close(self) -> None:
         release(self, self.rt.free, "src", "dst")
-        release(self, self.rt.discard, "kernel")
+        release(self, self.rt.discard, "kernel", "filler")

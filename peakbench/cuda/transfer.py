@@ -1,0 +1,125 @@
+"""Host transfers on CUDA: cudaMemcpyAsync through the copy engines, on the runtime's stream and,
+for both directions at once, a second one (the workload is peakbench/workloads/transfer.py).
+
+`pinned` host memory is page-locked (cupy.cuda.alloc_pinned_memory), the copies timed between
+CUDA events. `pageable` is a numpy array: the driver stages it through its own pinned buffers on
+the CPU, so those copies are timed on the host, from the first call to the streams' completion.
+`mapped` (transfer.h2d) is page-locked memory mapped into the device's address space
+(cudaHostAllocMapped), read by the stream kernel: with unified addressing its host pointer is
+the device pointer (CUDA C++ Programming Guide, Unified Virtual Address Space).
+"""
+from __future__ import annotations
+
+import ctypes
+import time
+
+import cupy as cp
+import numpy as np
+
+from peakbench.kernels import STREAM
+from peakbench.workloads.transfer import HostBuffer, MappedReadWorkload, TransferWorkload, value_bytes
+
+# cudaMemcpyKind and cudaHostAlloc flags (CUDA Runtime API, driver_types.h)
+KIND = {"h2d": 1, "d2h": 2}
+HOST_ALLOC_MAPPED = 2
+
+
+def support(test, rt) -> str | None:
+    return None
+
+
+def _pointer(buf) -> int:
+    return buf.data.ptr if isinstance(buf, cp.ndarray) else int(buf)
+
+
+class CudaLink:
+    stream = STREAM
+
+    def __init__(self, rt):
+        self.rt = rt
+        self.value_bytes = value_bytes(rt.info)
+        with rt.device:
+            self.streams = [rt.stream, cp.cuda.Stream(non_blocking=True)]
+            self.start, self.end = cp.cuda.Event(), cp.cuda.Event()
+            self.joined = cp.cuda.Event(disable_timing=True)
+
+    def host(self, nbytes: int, kind: str) -> HostBuffer:
+        if kind == "pinned":
+            memory = cp.cuda.alloc_pinned_memory(nbytes)
+            view = np.frombuffer(memory, np.uint8, nbytes)
+            return HostBuffer(memory, view, kind, {"ptr": memory.ptr})
+        array = np.zeros(nbytes, np.uint8)
+        return HostBuffer(array, array, kind, {"ptr": array.ctypes.data})
+
+    def mapped(self, nbytes: int) -> HostBuffer:
+        with self.rt.device:
+            ptr = cp.cuda.runtime.hostAlloc(nbytes, HOST_ALLOC_MAPPED)
+        view = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr))
+        # the kernel's pointer parameter, passed by value as 8 bytes
+        return HostBuffer(ptr, view, "mapped", {"ptr": ptr, "arg": np.uint64(ptr)})
+
+    def device(self, nbytes: int):
+        return self.rt.alloc(nbytes)
+
+    def write_device(self, buf, data: np.ndarray) -> None:
+        self.rt.upload(buf, data.tobytes())
+
+    def read_device(self, buf, nbytes: int) -> np.ndarray:
+        return np.frombuffer(self.rt.download(buf, nbytes), np.uint8)
+
+    def release(self, buf) -> None:
+        if isinstance(buf, HostBuffer):
+            handle, buf.array, buf.handle = buf.handle, None, None
+            buf.extra.clear()
+            if buf.kind == "mapped":
+                cp.cuda.runtime.freeHost(handle)
+            # pinned memory returns to CuPy's pool with its last reference
+        else:
+            self.rt.free(buf)
+
+    def _issue(self, jobs, nbytes: int, repeat: int) -> None:
+        """Job i on stream i; the copies of a stream back to back, the streams side by side."""
+        for _ in range(repeat):
+            for (direction, host, device), stream in zip(jobs, self.streams):
+                dst, src = (_pointer(device), host.extra["ptr"]) if direction == "h2d" else (host.extra["ptr"], _pointer(device))
+                cp.cuda.runtime.memcpyAsync(dst, src, nbytes, KIND[direction], stream.ptr)
+
+    def copy(self, jobs, nbytes: int, repeat: int) -> float:
+        if len(jobs) > len(self.streams):
+            raise ValueError(f"{len(jobs)} copies at once, {len(self.streams)} streams")
+        first, others = self.streams[0], self.streams[1:len(jobs)]
+        with self.rt.device:
+            if any(host.kind == "pageable" for _, host, _ in jobs):
+                t0 = time.perf_counter()
+                self._issue(jobs, nbytes, repeat)
+                for stream in self.streams[:len(jobs)]:
+                    stream.synchronize()
+                return time.perf_counter() - t0
+            self.start.record(first)
+            for stream in others:                  # the second stream starts after the start event
+                stream.wait_event(self.start)
+            self._issue(jobs, nbytes, repeat)
+            for stream in others:                  # and the end event waits for it
+                self.joined.record(stream)
+                first.wait_event(self.joined)
+            self.end.record(first)
+            self.end.synchronize()
+            return cp.cuda.get_elapsed_time(self.start, self.end) / 1e3
+
+    def describe(self, kind: str) -> dict:
+        host = {"pinned": "page-locked host memory (cupy.cuda.alloc_pinned_memory)",
+                "pageable": "numpy (pageable) memory, staged by the driver",
+                "mapped": "page-locked host memory mapped for the device (cudaHostAlloc, cudaHostAllocMapped)"}[kind]
+        return {"host_memory": host, "engine": "cudaMemcpyAsync (copy engines)",
+                "streams": "one per direction, non-blocking",
+                "timed": "CUDA events" if kind != "pageable"
+                else "host wall clock, first copy issued to the streams synchronized"}
+
+    def close(self) -> None:
+        self.streams[0].synchronize()
+        self.streams = self.streams[:1]
+
+
+def workload(test, variant, rt):
+    kind = MappedReadWorkload if variant.name == "mapped" else TransferWorkload
+    return kind(test, variant, CudaLink(rt))

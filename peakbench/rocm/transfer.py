@@ -1,0 +1,129 @@
+"""Host transfers on ROCm: hipMemcpyAsync through the DMA engines, on the runtime's stream and, for
+both directions at once, a second one (the workload is peakbench/workloads/transfer.py).
+
+`pinned` host memory comes from hipHostMalloc, the copies timed between HIP events. `pageable`
+is a numpy array, which the runtime stages through pinned buffers on the CPU: those copies are
+timed on the host, from the first call to the streams' completion. `mapped` (transfer.h2d) is
+hipHostMalloc memory (mapped by default) read by the stream kernel through the device pointer
+hipHostGetDevicePointer gives.
+"""
+from __future__ import annotations
+
+import ctypes
+import time
+
+import numpy as np
+
+from peakbench.kernels import STREAM
+from peakbench.rocm.runtime import DeviceBuffer
+from peakbench.workloads.transfer import HostBuffer, MappedReadWorkload, TransferWorkload, value_bytes
+
+
+def support(test, rt) -> str | None:
+    return None
+
+
+class HipLink:
+    stream = STREAM
+
+    def __init__(self, rt):
+        self.rt, self.api, self.hip = rt, rt.api, rt.hip
+        self.value_bytes = value_bytes(rt.info)
+        self.kinds = {"h2d": self.hip.hipMemcpyKind.hipMemcpyHostToDevice,
+                      "d2h": self.hip.hipMemcpyKind.hipMemcpyDeviceToHost}
+        self.streams, self.events = [rt.stream], []
+        self.streams.append(self.api.call(self.hip.hipStreamCreate))
+        self.events = [self.api.call(self.hip.hipEventCreate) for _ in range(3)]   # start, joined, end
+
+    def host(self, nbytes: int, kind: str) -> HostBuffer:
+        if kind in ("pinned", "mapped"):
+            ptr = self.api.call(self.hip.hipHostMalloc, nbytes, 0)
+            view = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(int(ptr)))
+            return HostBuffer(ptr, view, kind, {"src": ptr})
+        array = np.zeros(nbytes, np.uint8)
+        return HostBuffer(None, array, kind, {"src": array})
+
+    def mapped(self, nbytes: int) -> HostBuffer:
+        host = self.host(nbytes, "mapped")
+        try:
+            ptr = self.api.call(self.hip.hipHostGetDevicePointer, host.handle, 0)
+        except Exception:
+            self.release(host)
+            raise
+        host.extra["arg"] = DeviceBuffer(ptr, nbytes)       # a pointer argument of the launch; never hipFree'd
+        return host
+
+    def device(self, nbytes: int):
+        return self.rt.alloc(nbytes)
+
+    def write_device(self, buf, data: np.ndarray) -> None:
+        self.rt.upload(buf, data.tobytes())
+
+    def read_device(self, buf, nbytes: int) -> np.ndarray:
+        return np.frombuffer(self.rt.download(buf, nbytes), np.uint8)
+
+    def release(self, buf) -> None:
+        if isinstance(buf, HostBuffer):
+            ptr, buf.handle, buf.array = buf.handle, None, None
+            buf.extra.clear()
+            if ptr is not None:
+                self.api.call(self.hip.hipHostFree, ptr)
+        else:
+            self.rt.free(buf)
+
+    def _issue(self, jobs, nbytes: int, repeat: int) -> None:
+        for _ in range(repeat):
+            for (direction, host, device), stream in zip(jobs, self.streams):
+                dst, src = (device.ptr, host.extra["src"]) if direction == "h2d" else (host.extra["src"], device.ptr)
+                self.api.call(self.hip.hipMemcpyAsync, dst, src, nbytes, self.kinds[direction], stream)
+
+    def copy(self, jobs, nbytes: int, repeat: int) -> float:
+        if len(jobs) > len(self.streams):
+            raise ValueError(f"{len(jobs)} copies at once, {len(self.streams)} streams")
+        call, hip = self.api.call, self.hip
+        first, others = self.streams[0], self.streams[1:len(jobs)]
+        if any(host.kind == "pageable" for _, host, _ in jobs):
+            t0 = time.perf_counter()
+            self._issue(jobs, nbytes, repeat)
+            for stream in self.streams[:len(jobs)]:
+                call(hip.hipStreamSynchronize, stream)
+            return time.perf_counter() - t0
+        start, joined, end = self.events
+        call(hip.hipEventRecord, start, first)
+        for stream in others:
+            call(hip.hipStreamWaitEvent, stream, start, 0)
+        self._issue(jobs, nbytes, repeat)
+        for stream in others:
+            call(hip.hipEventRecord, joined, stream)
+            call(hip.hipStreamWaitEvent, first, joined, 0)
+        call(hip.hipEventRecord, end, first)
+        call(hip.hipEventSynchronize, end)
+        return float(call(hip.hipEventElapsedTime, start, end)) / 1e3
+
+    def describe(self, kind: str) -> dict:
+        host = {"pinned": "page-locked host memory (hipHostMalloc)",
+                "pageable": "numpy (pageable) memory, staged by the runtime",
+                "mapped": "page-locked host memory (hipHostMalloc), read through hipHostGetDevicePointer"}[kind]
+        return {"host_memory": host, "engine": "hipMemcpyAsync (DMA engines)",
+                "streams": "one per direction",
+                "timed": "HIP events" if kind != "pageable"
+                else "host wall clock, first copy issued to the streams synchronized"}
+
+    def close(self) -> None:
+        """Release the second stream and the events, each even when one before it fails."""
+        steps = [(self.hip.hipEventDestroy, e) for e in self.events]
+        steps += [(self.hip.hipStreamDestroy, s) for s in self.streams[1:]]
+        self.events, self.streams = [], self.streams[:1]
+        errors = []
+        for fn, arg in steps:
+            try:
+                self.api.call(fn, arg)
+            except Exception as e:
+                errors.append(e)
+        if errors:
+            raise errors[0]
+
+
+def workload(test, variant, rt):
+    kind = MappedReadWorkload if variant.name == "mapped" else TransferWorkload
+    return kind(test, variant, HipLink(rt))

@@ -1,0 +1,312 @@
+"""On-chip memory, written once: shared-memory (LDS) read bandwidth, a dependent chase inside
+shared memory, and L2 read bandwidth with the L1 bypassed; the data contract of their kernels
+(shaders/onchip.cu, onchip_shared.comp, onchip_l2.comp) and the host references.
+
+memory.shared: a resident grid (stream.resident_groups) re-reads a small window of shared
+memory with 16-byte loads, 32 consecutive lanes on 32 consecutive vectors, the window moving
+each pass. latency.shared: one invocation follows a random cycle of word indices held in shared
+memory, between two reads of the core's cycle counter. memory.l2: the chunk read of the stream
+family (stream.read_sums is its reference) over working sets inside the L2 (powers of two from
+L2_LOW to L2_HIGH of it), with loads that skip the L1; the best working set is the value, every
+one tested is in the params.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from peakbench.backend import Unsupported, release, release_on_failure
+from peakbench.harness import guards, runner
+from peakbench.harness.stats import median
+from peakbench.workloads import stream
+from peakbench.workloads.chase import ROUND, SEED, ChaseKernel
+
+BLOCK = 256                 # invocations a workgroup, every kernel here
+SLIDE = 256                 # vectors the shared read's window moves over (a power of two)
+CHASE_WORDS = 2048          # the shared chase's cycle: 8 KiB, inside any GPU's shared memory
+VERIFY_COUNTS = (1, 2)      # passes (reads) or rounds (chase) of the two checks
+# The L2 working sets: the powers of two from L2_LOW to L2_HIGH of the L2, so the whole set
+# stays resident whatever the replacement policy; the small ones find the rate of a set that
+# sits in the partition nearest each SM (the H200 read 11.7 TB/s at 8 MiB, 10.7 at 32 MiB).
+L2_LOW, L2_HIGH = 1 / 32, 3 / 4
+CPU_L2 = 1 << 20            # a CPU driver's (lavapipe's) L2, as a place to size from
+
+
+@dataclass(frozen=True)
+class OnchipKernel:
+    """One API's kernel: its source and entry point, the path its loads take, in words, and the
+    most loop iterations one launch may run (llvmpipe ends a shader's loops past ~65535)."""
+    source: str
+    entry: str
+    path: str
+    max_loop: int = 1 << 24
+
+
+def differs(got: np.ndarray, want: np.ndarray) -> str | None:
+    got = got.reshape(want.shape)
+    bad = got != want
+    if bad.any():
+        i = tuple(int(x) for x in np.argwhere(bad)[0])
+        return f"{int(bad.sum())} of {bad.size} words differ from the host reference (first at {i})"
+    return None
+
+
+def launches(passes: int, most: int) -> tuple[int, int]:
+    """(passes per launch, launches): as few launches as `most` passes each allow, all alike."""
+    return stream.pass_dispatches(passes, 1, max(1, most))
+
+
+# Shared-memory read ---------------------------------------------------------------------------
+def shared_data(unroll: int) -> np.ndarray:
+    """The vectors every workgroup copies into shared memory: the window and its slide."""
+    return stream.filled(32 * unroll + SLIDE)
+
+
+def shared_sums(data: np.ndarray, groups: int, passes: int, unroll: int) -> np.ndarray:
+    """What the shared read stores, uint32 (groups * BLOCK, 4): in pass p, invocation t of
+    workgroup w sums data[o + t % 32 + 32u], u < unroll, o = (p + t // 32 + w) & (SLIDE - 1)."""
+    t = np.arange(BLOCK)
+    total = np.zeros((groups, BLOCK, 4), np.uint64)
+    src = data.astype(np.uint64)
+    for p in range(passes):
+        o = (p + t[None, :] // 32 + np.arange(groups)[:, None]) & (SLIDE - 1)
+        index = (o + t % 32)[..., None] + 32 * np.arange(unroll)
+        total += src[index].sum(axis=2)
+    return (total % (1 << 32)).astype(np.uint32).reshape(-1, 4)
+
+
+class SharedReadWorkload:
+    """memory.shared: every invocation of a resident grid reads `unroll` 16-byte vectors of
+    shared memory a pass, `size` passes a launch. An item is one vector read."""
+
+    @release_on_failure
+    def __init__(self, test, variant, rt, kernel: OnchipKernel):
+        self.test, self.rt, self.name, self.spec = test, rt, variant.name, kernel
+        self.unroll = variant.unroll
+        self.groups = stream.resident_groups(rt)
+        self.threads = self.groups * BLOCK
+        defines = {"CHASE": 0, "UNROLL": self.unroll, "SLIDE": SLIDE, "SUMS": min(test.accumulators, self.unroll)}
+        self.kernel = rt.compile(kernel.source, defines, kernel.entry, block=BLOCK, args="bbu", label=test.name)
+        self.data = shared_data(self.unroll)
+        self.src = rt.alloc(self.data.nbytes)
+        rt.upload(self.src, self.data.tobytes())
+        self.dst = rt.alloc(self.threads * 16)
+        w = rt.words
+        self.params = {w.size_key: BLOCK, w.groups_key: self.groups, "access_bytes": test.access_bytes,
+                       "unroll": self.unroll, "partial_sums": defines["SUMS"],
+                       "shared_bytes_per_group": self.data.nbytes, "path": kernel.path,
+                       "layout": "32 lanes read 32 consecutive 16-byte vectors, the window moving one vector a pass"}
+        self.evidence = rt.evidence(self.kernel)
+
+    def run(self, size: int) -> float:
+        per, repeat = launches(size, self.spec.max_loop)
+        return self.rt.launch(self.kernel, self.groups, [self.src, self.dst, np.uint32(per)], repeat=repeat)
+
+    def items(self, size: int) -> int:
+        return size * self.threads * self.unroll
+
+    def verify(self) -> str | None:
+        def check(passes: int) -> str | None:
+            self.rt.fill(self.dst, 0xFF)
+            self.rt.launch(self.kernel, self.groups, [self.src, self.dst, np.uint32(passes)])
+            got = np.frombuffer(self.rt.download(self.dst, self.threads * 16), np.uint32)
+            return differs(got, shared_sums(self.data, self.groups, passes, self.unroll))
+        return guards.at_counts(VERIFY_COUNTS, check, "passes", self.evidence)
+
+    def close(self) -> None:
+        release(self, self.rt.free, "src", "dst")
+        release(self, self.rt.discard, "kernel")
+
+
+# Shared-memory chase --------------------------------------------------------------------------
+def shared_cycle(words: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """A uniformly random single cycle over `words` word indices: the visiting order, and the
+    uint32 `next` array the kernels follow."""
+    order = rng.permutation(words).astype(np.uint32)
+    nxt = np.zeros(words, np.uint32)
+    nxt[order] = np.roll(order, -1)
+    return order, nxt
+
+
+class SharedChaseWorkload:
+    """latency.shared: invocation 0 of one workgroup follows `size` * ROUND dependent loads of a
+    random cycle in shared memory. An item is one load; the value is GPU time per load, and where
+    the kernel reads the core's cycle counter, the cycles per load and the clock they imply (the
+    counter's cycles over the launch's GPU time) come with it."""
+
+    @release_on_failure
+    def __init__(self, test, variant, rt, kernel: ChaseKernel):
+        self.test, self.variant, self.rt, self.name, self.spec = test, variant, rt, variant.name, kernel
+        self.clocked = bool(rt.kernel_clock)
+        defines = {"CHASE": 1, "CHASE_WORDS": CHASE_WORDS, "ROUND": ROUND, "CLOCK": int(self.clocked)}
+        self.kernel = rt.compile(kernel.source, defines, kernel.entry, block=BLOCK, args="bbuu", label=test.name)
+        self.order, nxt = shared_cycle(CHASE_WORDS, np.random.default_rng(SEED))
+        self.next = rt.alloc(nxt.nbytes)
+        rt.upload(self.next, nxt.tobytes())
+        self.out = rt.alloc(32)
+        self.readings = []              # per launch of run(): (cycles per load, MHz they imply)
+        self.params = {"chain_words": CHASE_WORDS, "node_bytes": 4, "round": ROUND, "path": kernel.path,
+                       "timed": "the core's cycle counter around the loop" if self.clocked else "GPU time of the launch"}
+        # No cache lines in shared memory: the chase-stride guard (a cache-level chase's) does not apply.
+        self.evidence = rt.evidence(self.kernel)
+
+    def launch(self, rounds: int) -> float:
+        return self.rt.launch(self.kernel, 1, [self.next, self.out, np.uint32(rounds), np.uint32(self.order[0])])
+
+    def readout(self) -> tuple[int, int | None]:
+        """(final index, cycles of the loop or None)."""
+        at = self.spec.clock_word
+        w = [int(x) for x in np.frombuffer(self.rt.download(self.out, 4 * (at + 4)), np.uint32)]
+        if not self.clocked:
+            return w[0], None
+        return w[0], (w[at + 2] | w[at + 3] << 32) - (w[at] | w[at + 1] << 32)
+
+    def run(self, size: int) -> float:
+        per, repeat = launches(size, self.spec.max_rounds)
+        seconds = self.rt.launch(self.kernel, 1, [self.next, self.out, np.uint32(per), np.uint32(self.order[0])],
+                                 repeat=repeat)
+        cycles = self.readout()[1]      # of the last launch, from the core's own counter
+        if cycles is not None:
+            self.readings.append((cycles / (per * ROUND), cycles / (seconds / repeat) / 1e6))
+        return seconds
+
+    def items(self, size: int) -> int:
+        return size * ROUND
+
+    def verify(self) -> str | None:
+        def check(rounds: int) -> str | None:
+            self.rt.fill(self.out, 0xFF)
+            self.launch(rounds)
+            end, _ = self.readout()
+            want = int(self.order[rounds * ROUND % CHASE_WORDS])
+            return None if end == want else f"the chase ended at index {end}, not at {want}"
+        return guards.at_counts(VERIFY_COUNTS, check, "rounds", self.evidence)
+
+    def measure(self, settings, clock, spec=None) -> runner.VariantResult:
+        """The runner's samples; with the cycle counter, the clock is its cycles over each
+        launch's GPU time, not a reading taken from outside (NVML)."""
+        self.readings = []
+        v = runner.measure(self, self.test.per_item(self.variant), self.test.unit, settings, time.perf_counter(), clock)
+        if self.readings:
+            kept = self.readings[-len(v.samples):]          # the samples' launches
+            v.params["cycles"] = round(median([c for c, _ in kept]), 2)
+            v.clock_mhz = round(median([m for _, m in kept]))
+            v.evidence["clock_from"] = "cycle counter cycles over GPU time"
+        return v
+
+    def close(self) -> None:
+        release(self, self.rt.free, "next", "out")
+        release(self, self.rt.discard, "kernel")
+
+
+# L2 read --------------------------------------------------------------------------------------
+def l2_bytes(rt, spec) -> tuple[int, str]:
+    """The L2's size and where it comes from: the API, the spec entry, or for a CPU driver a
+    stand-in; neither on a GPU is unsupported."""
+    if rt.limits.l2_bytes:
+        return rt.limits.l2_bytes, f"{rt.dialect} device properties"
+    if spec is not None and spec.data.get("l2_mib"):
+        return int(spec.data["l2_mib"] * (1 << 20)), f"spec {spec.name}"
+    if rt.info.kind == "cpu":
+        return CPU_L2, "a stand-in for a CPU driver"
+    raise Unsupported(f"[api] the L2 size of {rt.info.name} is unknown: {rt.dialect} does not report it"
+                      " and no spec entry gives it (l2_mib)")
+
+
+def l2_working_sets(l2: int) -> list[int]:
+    """Powers of two from L2_LOW to L2_HIGH of the L2 (at least the largest below L2_HIGH)."""
+    top = 1 << (int(l2 * L2_HIGH).bit_length() - 1)
+    sets = [top]
+    while sets[-1] // 2 >= l2 * L2_LOW:
+        sets.append(sets[-1] // 2)
+    return sorted(sets)
+
+
+class L2Workload:
+    """memory.l2: the chunk read over a working set inside the L2, with loads that skip the L1,
+    at each of l2_working_sets; the best is the value. An item is one vector read."""
+
+    @release_on_failure
+    def __init__(self, test, variant, rt, kernel: OnchipKernel):
+        self.test, self.variant, self.rt, self.name, self.spec = test, variant, rt, variant.name, kernel
+        self.unroll = variant.unroll
+        self.groups = stream.resident_groups(rt)
+        self.threads, self.tile = self.groups * BLOCK, BLOCK * self.unroll
+        sums = min(test.accumulators, self.unroll)
+        self.kernel = rt.compile(kernel.source, {"L2_UNROLL": self.unroll, "UNROLL": self.unroll, "SUMS": sums},
+                                 kernel.entry, block=BLOCK, args="bbuuuu", label=test.name)
+        self.src, self.src_vectors = None, 0
+        self.dst = rt.alloc(self.threads * 16)
+        self.point = (0, 0, 0)
+        w = rt.words
+        self.params = {w.size_key: BLOCK, w.groups_key: self.groups, "access_bytes": test.access_bytes,
+                       "unroll": self.unroll, "partial_sums": sums, "path": kernel.path,
+                       "layout": f"a resident grid, a slice per {w.group} a pass, the slices rotating by"
+                                 f" {w.groups_key} | 1 around the working set"}
+        self.evidence = rt.evidence(self.kernel)
+
+    def source(self, ws: int) -> None:
+        """A source buffer of at least `ws` bytes, filled as the stream's (stream.filled)."""
+        if self.src_vectors * 16 >= ws:
+            return
+        release(self, self.rt.free, "src")
+        self.src_vectors = ws // 16
+        self.src = self.rt.alloc(ws)
+        self.rt.upload(self.src, stream.filled(self.src_vectors).tobytes())
+
+    def at(self, ws: int) -> None:
+        """Read working set `ws` (a power of two) from now on: stream.sweep_point's slices."""
+        self.source(ws)
+        self.point = stream.sweep_point(ws, self.groups, self.tile)
+
+    def run(self, size: int) -> float:
+        n, mask, shift = self.point
+        per, repeat = launches(size, self.spec.max_loop // (1 + n // self.groups // self.tile))
+        args = [self.src, self.dst, np.uint32(per), np.uint32(n), np.uint32(mask), np.uint32(shift)]
+        return self.rt.launch(self.kernel, self.groups, args, repeat=repeat)
+
+    def items(self, size: int) -> int:
+        return size * self.point[0]
+
+    def verify(self) -> str | None:
+        """The sums of every invocation after 1 and 2 passes over a ring of at least one tile a
+        workgroup (the slices rotating as measured), against stream.read_sums."""
+        ws = 1 << (self.groups * self.tile * 16 - 1).bit_length()
+        self.at(ws)
+        n, mask, shift = self.point
+
+        def check(passes: int) -> str | None:
+            self.rt.fill(self.dst, 0xFF)
+            self.rt.launch(self.kernel, self.groups, [self.src, self.dst, np.uint32(passes), np.uint32(n),
+                                                      np.uint32(mask), np.uint32(shift)])
+            got = np.frombuffer(self.rt.download(self.dst, self.threads * 16), np.uint32)
+            return differs(got, stream.read_sums(n, self.groups, BLOCK, "chunk", passes, shift, mask))
+        return guards.at_counts(VERIFY_COUNTS, check, "passes", self.evidence)
+
+    def measure(self, settings, clock, spec=None) -> runner.VariantResult:
+        l2, where = l2_bytes(self.rt, spec)
+        started, tested = time.perf_counter(), {}
+        for ws in l2_working_sets(l2):
+            self.at(ws)
+            v = runner.measure(self, self.test.per_item(self.variant), self.test.unit, settings, started, clock)
+            v.params["working_set_bytes"] = ws
+            tested[ws] = v
+        best = max(tested.values(), key=lambda v: v.summary.median)
+        best.params.update({"l2_bytes": l2, "l2_from": where,
+                            "working_sets": {str(ws): round(v.summary.median, 1) for ws, v in tested.items()}})
+        return best
+
+    def close(self) -> None:
+        release(self, self.rt.free, "src", "dst")
+        release(self, self.rt.discard, "kernel")
+
+
+def workload(test, variant, rt, shared: OnchipKernel, chase: ChaseKernel, l2: OnchipKernel):
+    """The workload of an on-chip test, from one backend's kernels."""
+    if test.kernel == "l2":
+        return L2Workload(test, variant, rt, l2)
+    if test.family == "latency":
+        return SharedChaseWorkload(test, variant, rt, chase)
+    return SharedReadWorkload(test, variant, rt, shared)

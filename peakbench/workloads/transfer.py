@@ -1,0 +1,214 @@
+"""Host transfers, written once: transfer.h2d / d2h / bidir over a backend's "link", the few verbs
+each API's copy path provides (peakbench/vulkan/transfer.py, cuda/transfer.py, rocm/transfer.py).
+
+A link is:
+
+    value_bytes                      the transfer size the test's value is measured at
+    host(nbytes, kind) -> HostBuffer host memory of `kind` ("pinned" | "pageable"); its `array`
+                                     is a numpy uint8 view the workload fills and checks
+    device(nbytes)                   a device buffer
+    write_device(buf, data), read_device(buf, nbytes) -> np.ndarray
+                                     contents by another path than copy() (the reference's way in and out)
+    copy(jobs, nbytes, repeat) -> s  every job (direction, HostBuffer, device buffer) at once, each on
+                                     its own stream or queue, `repeat` copies of `nbytes` back to back;
+                                     the seconds from the first copy's start to the last one's end
+    describe(kind) -> dict           what the host memory, the engine and the timer are (params)
+    release(buf), close()
+
+and for the `mapped` variant of transfer.h2d (a kernel reading host memory, no copy engine):
+
+    rt, stream                       the runtime and its stream kernel (workloads/stream.py)
+    mapped(nbytes) -> HostBuffer     host memory the device's kernels address; extra["arg"] is
+                                     what the runtime's launch takes for it
+
+An item is one byte moved; a launch of size `size` is `size` copies of value_bytes per direction
+(the mapped read: `size` passes of the kernel over the host buffer).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from peakbench.backend import release, release_on_failure
+from peakbench.catalog.memory import STREAM_UNROLL
+from peakbench.harness import guards
+from peakbench.harness.runner import Settings, calibrate, rate
+from peakbench.harness.stats import median
+from peakbench.workloads import stream
+
+VALUE_BYTES = 256 << 20          # large enough that a copy's fixed cost (a few us) is under 0.1%
+CPU_VALUE_BYTES = 8 << 20        # a CPU driver: its "link" is memcpy; small keeps CI fast
+SWEEP_FIRST = 64 << 10
+SWEEP_STEP = 4
+SWEEP_SAMPLE_S = 0.004
+DIRECTIONS = {"h2d": ("h2d",), "d2h": ("d2h",), "bidir": ("h2d", "d2h")}
+SEEDS = {"h2d": 0x9E3779B1, "d2h": 0x85EBCA77}   # different data each way: crossed lanes fail
+
+
+@dataclass
+class HostBuffer:
+    """Host memory a link made: its handle (the link's own), and a uint8 view of its bytes."""
+    handle: object
+    array: np.ndarray
+    kind: str
+    extra: dict = field(default_factory=dict)
+
+
+def value_bytes(info) -> int:
+    return CPU_VALUE_BYTES if info.kind == "cpu" else VALUE_BYTES
+
+
+def pattern(nbytes: int, seed: int) -> np.ndarray:
+    """Reference bytes, cheap at a GiB: a multiplicative hash of each 32-bit word's index."""
+    words = (np.arange(-(-nbytes // 4), dtype=np.uint32) * np.uint32(2654435761)) ^ np.uint32(seed)
+    return words.view(np.uint8)[:nbytes]
+
+
+def check_bytes(got: np.ndarray, want: np.ndarray, what: str) -> str | None:
+    bad = np.flatnonzero(got != want)
+    if bad.size:
+        return f"{what}: {bad.size} of {want.size} bytes differ from the host data (first at byte {int(bad[0])})"
+    return None
+
+
+def sweep_sizes(largest: int) -> list[int]:
+    sizes, n = [], SWEEP_FIRST
+    while n <= largest:
+        sizes.append(n)
+        n *= SWEEP_STEP
+    return sizes if sizes and sizes[-1] == largest else sizes + [largest]
+
+
+@dataclass
+class Lane:
+    """One direction of a transfer: its host and device buffers and the data it must carry."""
+    direction: str
+    host: HostBuffer
+    device: object
+    data: np.ndarray
+
+
+class TransferWorkload:
+    """One transfer test and variant (`pinned`, `pageable`) over a link."""
+
+    @release_on_failure
+    def __init__(self, test, variant, link):
+        self.test, self.variant, self.link, self.name = test, variant, link, variant.name
+        self.kind, self.nbytes = variant.name, link.value_bytes
+        self.lanes: list[Lane] = []
+        for direction in DIRECTIONS[test.dtype]:
+            data = pattern(self.nbytes, SEEDS[direction])
+            lane = Lane(direction, link.host(self.nbytes, self.kind), None, data)
+            self.lanes.append(lane)
+            lane.device = link.device(self.nbytes)
+            if direction == "d2h":
+                link.write_device(lane.device, data)
+            else:
+                lane.host.array[:] = data
+        self.params = {"transfer_bytes": self.nbytes, "directions": [lane.direction for lane in self.lanes],
+                       "bytes_counted": "both directions" if len(self.lanes) > 1 else test.dtype,
+                       **link.describe(self.kind)}
+        self.evidence = {}
+
+    def jobs(self) -> list[tuple]:
+        return [(lane.direction, lane.host, lane.device) for lane in self.lanes]
+
+    def run(self, size: int, nbytes: int | None = None) -> float:
+        return self.link.copy(self.jobs(), nbytes or self.nbytes, size)
+
+    def items(self, size: int, nbytes: int | None = None) -> int:
+        return size * (nbytes or self.nbytes) * len(self.lanes)
+
+    def verify(self) -> str | None:
+        """Each lane's copy against the host data, at a small size and at the full one (a copy
+        that moves fewer bytes than asked fails the second). The destination is cleared first,
+        so a copy that moves nothing fails too."""
+        def check(nbytes: int) -> str | None:
+            for lane in self.lanes:
+                if lane.direction == "h2d":
+                    self.link.write_device(lane.device, np.zeros(nbytes, np.uint8))
+                else:
+                    lane.host.array[:nbytes] = 0
+            self.run(1, nbytes)
+            for lane in self.lanes:
+                got = (self.link.read_device(lane.device, nbytes) if lane.direction == "h2d"
+                       else lane.host.array[:nbytes])
+                problem = check_bytes(got, lane.data[:nbytes], f"{lane.direction} of {nbytes} bytes")
+                if problem:
+                    return problem
+            return None
+        return guards.at_counts((min(SWEEP_FIRST, self.nbytes), self.nbytes), check, "bytes", self.evidence)
+
+    def series(self) -> dict | None:
+        """GB/s over transfer sizes, once per test, on the pinned variant."""
+        return self.sweep(SWEEP_SAMPLE_S) if self.kind == "pinned" else None
+
+    def sweep(self, sample_s: float) -> dict:
+        sizes, rates = sweep_sizes(self.nbytes), []
+        for n in sizes:
+            repeat, _ = calibrate(lambda r: self.run(r, n), Settings(sample_s=sample_s))
+            seconds = median([self.run(repeat, n) for _ in range(3)])
+            rates.append(round(rate(self.items(repeat, n), seconds, 1, "GB/s"), 3))
+        return {"x": "transfer_bytes", "y": "GB/s", "transfer_bytes": sizes, "GB/s": rates}
+
+    def close(self) -> None:
+        lanes, self.lanes = self.lanes, []
+        for lane in lanes:
+            for buf in (lane.host, lane.device):
+                if buf is not None:
+                    self.link.release(buf)
+        self.link.close()
+
+
+class MappedReadWorkload:
+    """transfer.h2d `mapped`: the stream read kernel (workloads/stream.py, chunk layout, a grid
+    resident at once) reading host memory the device maps, so the GPU's own loads cross the link
+    rather than a copy engine. An item is one byte read; `size` is passes over the buffer."""
+    kind = "mapped"
+
+    @release_on_failure
+    def __init__(self, test, variant, link):
+        self.test, self.variant, self.link, self.name = test, variant, link, variant.name
+        rt = self.rt = link.rt
+        self.resident = stream.resident_groups(rt)
+        self.step = self.resident * stream.STREAM_BLOCK * STREAM_UNROLL
+        self.n_vec = max(2 * self.step, link.value_bytes // 16 // self.step * self.step)
+        self.nbytes = self.n_vec * 16
+        self.host = link.mapped(self.nbytes)
+        self.host.array[:] = stream.filled(self.n_vec).view(np.uint8).reshape(-1)
+        defines = {"MODE": stream.MODES["read"], "UNROLL": STREAM_UNROLL, "LAYOUT": stream.LAYOUTS["chunk"]}
+        self.kernel = rt.compile(link.stream.source, defines, link.stream.entry, block=stream.STREAM_BLOCK,
+                                 args="bbuuuu", label=f"{test.name} mapped")
+        self.out = rt.alloc(self.resident * stream.STREAM_BLOCK * 16)
+        w = rt.words
+        self.params = {**link.describe(self.kind), "transfer_bytes": self.nbytes, "directions": ["h2d"],
+                       "bytes_counted": "read by the kernel",
+                       "engine": f"the stream read kernel (chunk layout, {STREAM_UNROLL} 16-byte loads in flight"
+                                 f" per thread) reading mapped host memory",
+                       w.size_key: stream.STREAM_BLOCK, w.groups_key: self.resident}
+        self.evidence = rt.evidence(self.kernel)
+
+    def run(self, size: int, n_vec: int | None = None) -> float:
+        args = [self.host.extra["arg"], self.out, np.uint32(size), np.uint32(n_vec or self.n_vec),
+                np.uint32(0xFFFFFFFF), np.uint32(0)]
+        return self.rt.launch(self.kernel, self.resident, args)
+
+    def items(self, size: int) -> int:
+        return size * self.nbytes
+
+    def verify(self) -> str | None:
+        """Every thread's sum against the host's, over one and two steps of the buffer (a read of
+        fewer vectors than asked fails the second)."""
+        def check(n: int) -> str | None:
+            self.rt.fill(self.out, 0xFF)
+            self.run(1, n)
+            got = np.frombuffer(self.rt.download(self.out, self.resident * stream.STREAM_BLOCK * 16), np.uint32)
+            return stream.check_stream("read", got, n, self.resident, stream.STREAM_BLOCK, "chunk", passes=1)
+        return guards.at_counts((self.step, 2 * self.step), check, "vectors", self.evidence)
+
+    def close(self) -> None:
+        release(self, self.link.release, "host")
+        release(self, self.rt.free, "out")
+        release(self, self.rt.discard, "kernel")
+        self.link.close()

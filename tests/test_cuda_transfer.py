@@ -1,0 +1,205 @@
+"""The CUDA link against a fake CuPy at the calls it makes (no GPU here): page-locked memory from
+alloc_pinned_memory, cudaMemcpyAsync with the right kinds and pointers, one stream per direction
+joined between one pair of events, pageable copies timed on the host; the workload end to end on
+it, a short copy caught. tests/test_gpu_transfer.py runs the real one."""
+from __future__ import annotations
+
+import ctypes
+import importlib
+import sys
+import types
+from contextlib import nullcontext
+
+import numpy as np
+import pytest
+
+from peakbench.catalog import transfer as catalog
+from peakbench.workloads import transfer as workload
+
+TESTS = {t.name: t for t in catalog.TESTS}
+
+
+class FakeCupy:
+    """What cuda/transfer.py uses of CuPy; device memory is host memory behind ndarrays."""
+
+    def __init__(self):
+        self.log, self.short, self.elapsed_ms = [], 0, 2.0
+        cp = types.ModuleType("cupy")
+        fake = self
+
+        class ndarray:
+            def __init__(self, n):
+                self.host = np.zeros(n, np.uint8)
+                self.data = types.SimpleNamespace(ptr=self.host.ctypes.data)
+
+        class Stream:
+            count = 0
+
+            def __init__(self, non_blocking=False):
+                Stream.count += 1
+                self.ptr = 0x1000 * Stream.count
+                self.non_blocking = non_blocking
+
+            def synchronize(self):
+                fake.log.append(("sync", self.ptr))
+
+            def wait_event(self, event):
+                fake.log.append(("wait", self.ptr, event.name))
+
+        class Event:
+            count = 0
+
+            def __init__(self, disable_timing=False):
+                Event.count += 1
+                self.name = f"event{Event.count}" + ("-untimed" if disable_timing else "")
+
+            def record(self, stream):
+                fake.log.append(("record", self.name, stream.ptr))
+
+            def synchronize(self):
+                fake.log.append(("event-sync", self.name))
+
+        def alloc_pinned_memory(n):
+            """Like CuPy's PinnedMemoryPointer: a buffer (numpy reads it) with a `ptr`."""
+            buf = (ctypes.c_uint8 * n)()
+            buf.ptr = ctypes.addressof(buf)
+            fake.log.append(("pinned", n))
+            return buf
+
+        def memcpy_async(dst, src, n, kind, stream):
+            fake.log.append(("copy", kind, n, stream))
+            ctypes.memmove(dst, src, n - fake.short)
+
+        def host_alloc(n, flags):
+            buf = (ctypes.c_uint8 * n)()
+            fake.mapped[ctypes.addressof(buf)] = (buf, flags)
+            return ctypes.addressof(buf)
+
+        def free_host(ptr):
+            del fake.mapped[ptr]
+
+        self.mapped = {}
+        runtime = types.SimpleNamespace(memcpyAsync=memcpy_async, hostAlloc=host_alloc, freeHost=free_host)
+        cp.ndarray, cp.cuda = ndarray, types.SimpleNamespace(
+            Stream=Stream, Event=Event, alloc_pinned_memory=alloc_pinned_memory, runtime=runtime,
+            get_elapsed_time=lambda a, b: fake.elapsed_ms)
+        self.module = cp
+
+
+class FakeRuntime:
+    def __init__(self, cp):
+        self.cp = cp
+        self.info = types.SimpleNamespace(name="NVIDIA H200", kind="gpu")
+        self.stream = cp.cuda.Stream(non_blocking=True)
+        self.device = nullcontext()
+
+    def alloc(self, n):
+        return self.cp.ndarray(n)
+
+    def free(self, buf):
+        pass
+
+    def upload(self, buf, data):
+        buf.host[:len(data)] = np.frombuffer(data, np.uint8)
+
+    def download(self, buf, n):
+        return buf.host[:n].tobytes()
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    fake = FakeCupy()
+    monkeypatch.setitem(sys.modules, "cupy", fake.module)
+    monkeypatch.delitem(sys.modules, "peakbench.cuda.transfer", raising=False)
+    monkeypatch.setattr(workload, "VALUE_BYTES", 1 << 20)
+    module = importlib.import_module("peakbench.cuda.transfer")
+    yield fake, module, FakeRuntime(fake.module)
+    sys.modules.pop("peakbench.cuda.transfer", None)
+
+
+def prepare(module, rt, name, kind="pinned"):
+    test = TESTS[name]
+    return module.workload(test, next(v for v in test.variants if v.name == kind), rt)
+
+
+@pytest.mark.parametrize("name", TESTS)
+@pytest.mark.parametrize("kind", ["pinned", "pageable"])
+def test_every_test_verifies_on_the_fake(fake, name, kind):
+    cp, module, rt = fake
+    w = prepare(module, rt, name, kind)
+    try:
+        assert w.verify() is None
+        assert [e for e in cp.log if e[0] == "pinned"] == ([("pinned", 1 << 20)] * len(w.lanes) if kind == "pinned" else [])
+    finally:
+        w.close()
+
+
+def test_copies_have_the_cuda_kinds_and_pointers(fake):
+    cp, module, rt = fake
+    w = prepare(module, rt, "transfer.bidir")
+    try:
+        cp.log.clear()
+        w.run(1)
+        copies = [e for e in cp.log if e[0] == "copy"]
+        assert [(c[1], c[2]) for c in copies] == [(1, 1 << 20), (2, 1 << 20)]   # cudaMemcpyHostToDevice, DeviceToHost
+        assert copies[0][3] == rt.stream.ptr and copies[1][3] != rt.stream.ptr
+        h2d, d2h = w.lanes
+        assert np.array_equal(h2d.device.host, h2d.data)
+        assert np.array_equal(d2h.host.array, d2h.data)
+    finally:
+        w.close()
+
+
+def test_bidir_is_timed_between_one_pair_of_events_joining_both_streams(fake):
+    cp, module, rt = fake
+    w = prepare(module, rt, "transfer.bidir")
+    try:
+        cp.log.clear()
+        assert w.run(3) == pytest.approx(2e-3)
+        steps = [e[0] for e in cp.log]
+        assert steps == ["record", "wait"] + ["copy"] * 6 + ["record", "wait", "record", "event-sync"]
+        start, second = cp.log[0][1], cp.log[1][1]
+        assert cp.log[1] == ("wait", second, start) and second != rt.stream.ptr
+        joined = cp.log[-4][1]
+        assert cp.log[-4] == ("record", joined, second)          # the second stream's copies done,
+        assert cp.log[-3] == ("wait", rt.stream.ptr, joined)     # the first waits for them
+        assert cp.log[-2] == ("record", cp.log[-1][1], rt.stream.ptr) and cp.log[-2][1] != start
+    finally:
+        w.close()
+
+
+def test_pageable_copies_are_host_timed_and_synchronize_each_stream(fake):
+    cp, module, rt = fake
+    w = prepare(module, rt, "transfer.bidir", "pageable")
+    try:
+        cp.log.clear()
+        seconds = w.run(1)
+        assert 0 < seconds < 1 and not any(e[0] in ("record", "event-sync") for e in cp.log)
+        assert [e for e in cp.log if e[0] == "sync"] == [("sync", rt.stream.ptr), ("sync", w.link.streams[1].ptr)]
+        assert w.params["timed"].startswith("host wall clock")
+    finally:
+        w.close()
+
+
+def test_a_short_copy_fails(fake):
+    cp, module, rt = fake
+    cp.short = 1
+    w = prepare(module, rt, "transfer.d2h")
+    try:
+        assert "d2h of 65536 bytes: 1 of 65536 bytes differ" in w.verify()
+    finally:
+        w.close()
+
+
+def test_mapped_memory_is_host_alloc_mapped_passed_as_its_pointer_and_freed(fake):
+    cp, module, rt = fake
+    link = module.CudaLink(rt)
+    host = link.mapped(4096)
+    ((address, (buf, flags)),) = cp.mapped.items()
+    assert flags == 2                                   # cudaHostAllocMapped
+    assert host.extra["arg"] == np.uint64(address) and host.extra["arg"].dtype == np.uint64
+    host.array[:] = 7
+    assert bytes(buf) == b"\x07" * 4096                # the view is that memory
+    assert module.workload.__name__ == "workload" and link.stream.source == "mem.cu"
+    link.release(host)
+    assert not cp.mapped and host.array is None

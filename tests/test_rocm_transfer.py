@@ -1,0 +1,220 @@
+"""Host transfers on ROCm against the fake HIP runtime, extended here with page-locked host memory
+and asynchronous copies: the calls the link makes (hipHostMalloc, hipMemcpyAsync on one stream per
+direction, the events around them), the bytes they move, verification catching a short copy, and
+every resource released."""
+from __future__ import annotations
+
+import ctypes
+import time
+
+import numpy as np
+import pytest
+
+import fake_hip
+from fake_hip import FakePointer, api
+from peakbench.catalog import transfer as catalog
+from peakbench.harness.runner import Settings
+from peakbench.harness.session import run_test
+from peakbench.workloads import transfer as workload
+
+TESTS = {t.name: t for t in catalog.TESTS}
+QUICK = Settings(sample_s=0.001, warmup_s=0.0, min_samples=3, max_samples=3, budget_s=0.2)
+MS = 0.5           # a copy's time where a test sets the fake's `ms` (copies on two streams run side by side)
+
+
+class TransferHip(fake_hip.FakeHip):
+    """FakeHip with host memory that is real (ctypes buffers at real addresses, as hipHostMalloc's
+    pointer is) and hipMemcpyAsync. `short`: bytes an async copy leaves out."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.host: dict[int, ctypes.Array] = {}
+        self.copies: list[tuple] = []
+        self.waits: list[tuple] = []
+        self.short = 0
+        self.timed = 0
+        self.ms = None
+
+    @api(1)
+    def hipHostMalloc(self, nbytes, flags):
+        buf = ctypes.create_string_buffer(nbytes)
+        self.host[ctypes.addressof(buf)] = buf
+        return FakePointer(ctypes.addressof(buf))
+
+    @api()
+    def hipHostFree(self, ptr):
+        del self.host[int(ptr)]
+
+    @api(1)
+    def hipHostGetDevicePointer(self, ptr, flags):
+        assert int(ptr) in self.host, "not page-locked host memory"
+        return FakePointer(int(ptr))
+
+    def _bytes(self, ptr, nbytes) -> memoryview:
+        if isinstance(ptr, np.ndarray):
+            return memoryview(ptr).cast("B")[:nbytes]
+        address = int(ptr)
+        if address in self.memory:
+            return memoryview(self.memory[address])[:nbytes]
+        assert address in self.host, f"0x{address:x} is neither device nor page-locked host memory"
+        return memoryview(self.host[address]).cast("B")[:nbytes]
+
+    @api()
+    def hipMemcpyAsync(self, dst, src, nbytes, kind, stream):
+        self.copies.append((kind, nbytes, stream))
+        device_side = dst if kind == fake_hip.hipMemcpyKind.hipMemcpyHostToDevice else src
+        assert int(device_side) in self.memory, "the device side of a copy is not device memory"
+        n = nbytes - self.short
+        self._bytes(dst, n)[:] = self._bytes(src, n)
+
+    @api()
+    def hipStreamWaitEvent(self, stream, event, flags):
+        self.waits.append((stream, event))
+
+    @api()
+    def hipEventRecord(self, event, stream):
+        event.extra["at"] = time.perf_counter()
+
+    @api(1)
+    def hipEventElapsedTime(self, start, end):
+        """The host time between the events' records (the guards compare GPU and host time); with
+        `ms` set, ms per copy of the busiest stream since the last reading."""
+        batch, self.timed = self.copies[self.timed:], len(self.copies)
+        if self.ms is None:
+            return (end.extra["at"] - start.extra["at"]) * 1e3
+        per_stream = {}
+        for _, _, stream in batch:
+            per_stream[stream.serial] = per_stream.get(stream.serial, 0) + 1
+        return self.ms * max(per_stream.values(), default=0)
+
+
+def play_stream_read(hip, launch):
+    """mem.cu `stream`, MODE 0 LAYOUT 0 (the chunk read) with mask all ones and shift 0: each
+    thread's sum of its slice's vectors, read from the memory the source pointer names (here: the
+    page-locked host buffer)."""
+    options = fake_hip.defines(launch["options"])
+    assert (options["MODE"], options["LAYOUT"]) == ("0", "0"), options
+    src, dst, passes, n, mask, shift = launch["extra"]
+    assert (fake_hip.scalar(mask), fake_hip.scalar(shift)) == (0xFFFFFFFF, 0)
+    blocks, block, n = launch["grid"][0], launch["block"][0], fake_hip.scalar(n)
+    vectors = np.frombuffer(ctypes.string_at(src.value, n * 16), np.uint32).astype(np.uint64)
+    sums = vectors.reshape(blocks, -1, block, 4).sum(axis=1) * fake_hip.scalar(passes) % (1 << 32)
+    hip.buffer(dst)[:blocks * block * 16] = sums.astype(np.uint32).tobytes()
+
+
+@pytest.fixture
+def hip(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "amdsmi", None)
+    monkeypatch.setattr(workload, "VALUE_BYTES", 1 << 20)
+    hip = TransferHip([fake_hip.mi300x()])
+    hip.kernels["stream"] = play_stream_read
+    fake_hip.install(monkeypatch, hip, fake_hip.FakeHiprtc(hip.calls, hip.fail, hip.raise_on))
+    return hip
+
+
+@pytest.fixture
+def device(hip):
+    import peakbench.rocm
+    dev = peakbench.rocm.create().open(0)
+    yield dev
+    dev.close()
+
+
+@pytest.mark.parametrize("name", TESTS)
+def test_every_transfer_test_verifies_and_measures(device, hip, name):
+    result = run_test(device, TESTS[name], QUICK, lambda line: None)
+    assert result.status == "ok", result.reason
+    kinds = {"pinned", "pageable"} | ({"mapped"} if name == "transfer.h2d" else set())
+    assert result.value > 0 and set(result.params["variants"]) == kinds
+    assert result.params["engine"] == "hipMemcpyAsync (DMA engines)"
+    assert result.series["transfer_bytes"][-1] == 1 << 20
+    assert not hip.host                               # every page-locked buffer freed
+
+
+def test_bidir_puts_each_direction_on_its_own_stream_between_one_pair_of_events(device, hip):
+    test = TESTS["transfer.bidir"]
+    w = device.prepare(test, test.variants[0])
+    try:
+        hip.calls.clear()
+        hip.copies.clear()
+        hip.timed, hip.ms = 0, MS
+        assert w.run(2) == pytest.approx(2 * MS / 1e3)       # the two streams side by side
+        assert w.items(2) == 2 * 2 * (1 << 20)
+        kinds = fake_hip.hipMemcpyKind
+        h2d = [c for c in hip.copies if c[0] == kinds.hipMemcpyHostToDevice]
+        d2h = [c for c in hip.copies if c[0] == kinds.hipMemcpyDeviceToHost]
+        assert len(h2d) == len(d2h) == 2
+        assert {c[2].serial for c in h2d} != {c[2].serial for c in d2h}
+        assert {c[2].serial for c in h2d} == {device.rt.stream.serial}
+        names = [c[0] for c in hip.calls]
+        assert names[0] == "hipEventRecord" and names[-2:] == ["hipEventSynchronize", "hipEventElapsedTime"]
+        assert names.count("hipStreamWaitEvent") == 2      # the second stream after the start, the end after it
+    finally:
+        w.close()
+
+
+def test_pinned_memory_is_hip_host_malloc_and_pageable_is_numpy(device, hip):
+    for kind, want in (("pinned", "hipHostMalloc"), ("pageable", None)):
+        test = TESTS["transfer.h2d"]
+        hip.calls.clear()
+        w = device.prepare(test, next(v for v in test.variants if v.name == kind))
+        try:
+            made = [c[0] for c in hip.calls if c[0] == "hipHostMalloc"]
+            assert made == ([want] if want else [])
+            assert w.verify() is None
+            assert w.params["host_memory"].startswith("page-locked" if want else "numpy")
+        finally:
+            w.close()
+
+
+def test_h2d_moves_the_host_bytes_into_device_memory(device, hip):
+    test = TESTS["transfer.h2d"]
+    w = device.prepare(test, test.variants[0])
+    try:
+        lane = w.lanes[0]
+        w.run(1)
+        assert bytes(hip.memory[lane.device.address]) == lane.data.tobytes()
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize("name", TESTS)
+def test_a_short_copy_fails_the_verification(device, hip, name):
+    hip.short = 1
+    result = run_test(device, TESTS[name], QUICK, lambda line: None)
+    assert result.status == "failed"
+    assert "of 65536 bytes: 1 of 65536 bytes differ from the host data (first at byte 65535)" in result.reason
+
+
+def test_a_failing_copy_names_the_call(device, hip):
+    hip.fail["hipMemcpyAsync"] = fake_hip.hipError_t.hipErrorInvalidValue
+    result = run_test(device, TESTS["transfer.d2h"], QUICK, lambda line: None)
+    assert result.status == "failed"
+    assert "hipMemcpyAsync failed: hipErrorInvalidValue (error 1)" in result.reason
+    assert not hip.host
+
+
+def test_close_destroys_the_second_stream_and_the_events(device, hip):
+    test = TESTS["transfer.h2d"]
+    before = len([c for c in hip.calls if c[0] == "hipStreamCreate"])
+    w = device.prepare(test, test.variants[0])
+    assert len([c for c in hip.calls if c[0] == "hipStreamCreate"]) == before + 1
+    w.close()
+    names = [c[0] for c in hip.calls]
+    assert names.count("hipEventDestroy") == 3 and names.count("hipStreamDestroy") == 1
+    assert names.count("hipHostFree") == 1
+
+
+def test_the_mapped_read_runs_the_stream_kernel_on_the_host_buffer(device, hip):
+    test = TESTS["transfer.h2d"]
+    w = device.prepare(test, test.variants[2])
+    try:
+        assert w.verify() is None
+        launch = hip.launches[-1]
+        assert launch["function"] == "stream" and launch["extra"][0].value == int(w.host.handle)
+        assert launch["grid"][0] == w.resident and w.params["host_memory"].endswith("hipHostGetDevicePointer")
+        w.host.array[16] ^= 0xFF                   # host data the kernel's sums must see
+        assert "differ from the host reference" in w.verify()
+    finally:
+        w.close()
+    assert not hip.host

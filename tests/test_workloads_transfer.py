@@ -1,0 +1,171 @@
+"""The transfer workload against a link made of numpy arrays: what it verifies (planted faults
+caught at the size they show), what it counts, the sweep, and that it releases what it made."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from peakbench.catalog import Catalog, transfer as catalog
+from peakbench.harness.runner import rate
+from peakbench.workloads import transfer
+from peakbench.workloads.transfer import HostBuffer, TransferWorkload
+
+GBS = 10e9         # the fake link's rate per direction
+
+
+class NumpyLink:
+    """Device buffers are numpy arrays; copy() moves the bytes and reports nbytes / GBS seconds per
+    copy. `fault`: "short" moves half of a copy larger than 64 KiB, "none" moves nothing,
+    "crossed" puts the h2d data in every device buffer."""
+
+    def __init__(self, value_bytes=1 << 20, fault=None):
+        self.value_bytes, self.fault = value_bytes, fault
+        self.live, self.calls, self.closed = set(), [], False
+
+    def host(self, nbytes, kind):
+        buf = HostBuffer(object(), np.zeros(nbytes, np.uint8), kind)
+        self.live.add(id(buf))
+        return buf
+
+    def device(self, nbytes):
+        buf = np.zeros(nbytes, np.uint8)
+        self.live.add(id(buf))
+        return buf
+
+    def write_device(self, buf, data):
+        buf[:data.size] = data
+
+    def read_device(self, buf, nbytes):
+        return buf[:nbytes].copy()
+
+    def copy(self, jobs, nbytes, repeat):
+        self.calls.append(([j[0] for j in jobs], nbytes, repeat))
+        moved = 0 if self.fault == "none" else nbytes // 2 if self.fault == "short" and nbytes > 65536 else nbytes
+        h2d = next((host for d, host, _ in jobs if d == "h2d"), None)
+        for direction, host, device in jobs:
+            if direction == "h2d" or self.fault == "crossed":
+                device[:moved] = (h2d or host).array[:moved]
+            else:
+                host.array[:moved] = device[:moved]
+        return repeat * nbytes / GBS
+
+    def describe(self, kind):
+        return {"host_memory": kind}
+
+    def release(self, buf):
+        self.live.remove(id(buf))
+
+    def close(self):
+        self.closed = True
+
+
+TESTS = {t.name: t for t in catalog.TESTS}
+
+
+def make(name, kind="pinned", **link):
+    test = TESTS[name]
+    variant = next(v for v in test.variants if v.name == kind)
+    link = NumpyLink(**link)
+    return TransferWorkload(test, variant, link), link
+
+
+def test_the_catalog_has_three_directions_two_host_memories_and_counts_bytes():
+    assert [t.name for t in catalog.TESTS] == ["transfer.h2d", "transfer.d2h", "transfer.bidir"]
+    for t in catalog.TESTS:
+        kinds = ["pinned", "pageable"] + (["mapped"] if t.name == "transfer.h2d" else [])
+        assert t.unit == "GB/s" and t.kernel == "transfer" and [v.name for v in t.variants] == kinds
+        assert t.per_item(t.variants[0]) == 1
+    assert Catalog(list(catalog.TESTS)).select(["transfer.*"]) == list(catalog.TESTS)
+
+
+@pytest.mark.parametrize("name", TESTS)
+@pytest.mark.parametrize("kind", ["pinned", "pageable"])
+def test_a_correct_link_verifies_at_two_sizes(name, kind):
+    w, link = make(name, kind)
+    assert w.verify() is None
+    assert w.evidence["guards"]["iterations"] == f"bytes checked at 65536 and {1 << 20}"
+    assert [c[1] for c in link.calls] == [65536, 1 << 20]
+    assert w.params["transfer_bytes"] == 1 << 20 and w.params["host_memory"] == kind
+
+
+@pytest.mark.parametrize("name", TESTS)
+def test_a_copy_that_moves_nothing_fails_at_the_first_size(name):
+    w, _ = make(name, fault="none")
+    problem = w.verify()
+    assert problem.startswith(("h2d of 65536 bytes: 65", "d2h of 65536 bytes: 65")), problem
+    assert "differ from the host data" in problem
+
+
+@pytest.mark.parametrize("name", TESTS)
+def test_a_copy_that_moves_part_fails_at_the_full_size(name):
+    w, _ = make(name, fault="short")
+    problem = w.verify()
+    assert problem.startswith("guard iterations: output after 1048576 bytes differs"), problem
+    assert f"first at byte {(1 << 20) // 2}" in problem
+
+
+def test_bidir_with_its_directions_crossed_fails():
+    w, _ = make("transfer.bidir", fault="crossed")
+    assert "d2h of 65536 bytes" in w.verify()
+
+
+def test_each_direction_carries_its_own_data():
+    w, _ = make("transfer.bidir")
+    h2d, d2h = w.lanes
+    assert (h2d.direction, d2h.direction) == ("h2d", "d2h")
+    assert not np.array_equal(h2d.data, d2h.data)
+    assert np.array_equal(d2h.device, d2h.data) and np.array_equal(h2d.host.array, h2d.data)
+
+
+def test_bidir_counts_the_bytes_of_both_directions_and_runs_them_at_once():
+    w, link = make("transfer.bidir")
+    seconds = w.run(3)
+    assert link.calls[-1] == (["h2d", "d2h"], 1 << 20, 3)
+    assert w.items(3) == 2 * 3 * (1 << 20)
+    assert rate(w.items(3), seconds, 1, "GB/s") == pytest.approx(2 * GBS / 1e9)
+    one, _ = make("transfer.h2d")
+    assert one.items(3) == 3 * (1 << 20)
+
+
+def test_the_sweep_is_a_series_of_sizes_on_the_pinned_variant_only():
+    w, link = make("transfer.h2d", value_bytes=4 << 20)
+    series = w.series()
+    assert series["transfer_bytes"] == [64 << 10, 256 << 10, 1 << 20, 4 << 20]
+    assert series["GB/s"] == pytest.approx([GBS / 1e9] * 4)
+    assert {c[1] for c in link.calls} == set(series["transfer_bytes"])
+    pageable, _ = make("transfer.h2d", "pageable")
+    assert pageable.series() is None
+
+
+def test_sweep_sizes_end_at_the_value_size():
+    assert transfer.sweep_sizes(1 << 20) == [64 << 10, 256 << 10, 1 << 20]
+    assert transfer.sweep_sizes(2 << 20) == [64 << 10, 256 << 10, 1 << 20, 2 << 20]
+
+
+@pytest.mark.parametrize("name", TESTS)
+def test_close_releases_every_buffer_and_the_link(name):
+    w, link = make(name)
+    assert link.live
+    w.close()
+    assert not link.live and link.closed
+    w.close()                     # twice is safe
+
+
+def test_a_failed_allocation_releases_what_was_made():
+    class Failing(NumpyLink):
+        def device(self, nbytes):
+            if self.live:
+                raise MemoryError("no device memory")
+            return super().device(nbytes)
+    link = Failing(1 << 20)
+    with pytest.raises(MemoryError):
+        TransferWorkload(TESTS["transfer.h2d"], TESTS["transfer.h2d"].variants[0], link)
+    assert not link.live and link.closed
+
+
+def test_the_pattern_is_cheap_deterministic_and_not_constant():
+    a = transfer.pattern(1 << 20, 1)
+    assert a.dtype == np.uint8 and a.size == 1 << 20
+    assert np.array_equal(a, transfer.pattern(1 << 20, 1)) and not np.array_equal(a, transfer.pattern(1 << 20, 2))
+    assert len(np.unique(a)) == 256
+    assert transfer.pattern(7, 1).size == 7
