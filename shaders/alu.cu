@@ -3,7 +3,7 @@
 // Each thread advances ACC independent accumulators of WIDTH scalar lanes, UNROLL steps per loop
 // iteration, and stores every accumulator at out[(gid * ACC + k) * WIDTH + lane]:
 //   ops per thread = iterations * UNROLL * ACC * ops_per_step   (catalog/compute.py)
-// Lanes travel in E, the element one instruction works on: double, float, int, short; __half2 and
+// Lanes travel in E, the element one instruction works on: double, float, long long, int, short; __half2 and
 // bfloat162 hold two lanes (HFMA2 / HFMA2.BF16: 4 ops); dot4x8 packs four 8-bit lanes in an int
 // (DP4A: 8 ops). Steps: floats x = fma(x, b, c); integers x = x * b + c; dot4x8 x = x + dot(x, b).
 // Defines: E, STEP_DOT4X8, VEC (elements per accumulator), ACC, UNROLL; SEEDS, the seed rows
@@ -29,6 +29,11 @@ __device__ __forceinline__ float step(float x, float b, float c) { return fmaf(x
 __device__ __forceinline__ __half2 step(__half2 x, __half2 b, __half2 c) { return __hfma2(x, b, c); }
 __device__ __forceinline__ bfloat162 step(bfloat162 x, bfloat162 b, bfloat162 c) { return __hfma2(x, b, c); }
 __device__ __forceinline__ short step(short x, short b, short c) { return (short)(x * b + c); }
+// 64-bit wraps through unsigned arithmetic (signed overflow is undefined in C++); NVIDIA and AMD
+// have no 64-bit multiplier, so each step becomes 32-bit pieces (IMAD.WIDE.U32 + IMAD, v_mad_u64_u32).
+__device__ __forceinline__ long long step(long long x, long long b, long long c) {
+    return (long long)((unsigned long long)x * (unsigned long long)b + (unsigned long long)c);
+}
 #if STEP_DOT4X8
 __device__ __forceinline__ int step(int x, int b, int) { return DOT4(x, b, x); }
 #else

@@ -26,6 +26,14 @@
 //               (16-bit results sit in the low half of each 32-bit register: vector element 2e)
 //     C_WMMA12  WMMA gfx12:          row 8 * (l / 16) + e,                    column l % 16
 // Operands travel row-major, 4-bit ones two to a byte, low nibble first (as in tensor_mma.cu).
+//
+// Sparse forms (SMFMAC, CDNA3 and CDNA4; matrix.*.sparse) take A 2:4 structured-sparse: the buffer
+// holds A compressed, M x K/2, then B1, B2 (K x N), then one 32-bit metadata word, passed to every
+// lane as the instruction's index register (cbsz 0, abid 0). Every 4-bit field of the word names
+// the same two kept positions (catalog/matrix_reference.py SparseInputs), so whichever bits of it
+// a lane's A values take, they mean the same. A lane's KP / 2 compressed A values are the kept ones
+// of the KP K values its B column holds (the same K group), so here K order matters and is the
+// same for A and B. 2*M*N*K counts the logical K: dense-equivalent ops, as vendor sparse peaks are.
 
 #define C_MFMA32 0
 #define C_MFMA16 1
@@ -67,10 +75,25 @@ struct Bits {
     struct Form {                                                                                    \
         static constexpr int M = m, N = n, K = k, KP = kp, BITS = bits, LAYOUT = layout, NC = nc,     \
                              CS = cs;                                                                \
+        static constexpr bool SPARSE = false;                                                        \
         typedef ct CT;                                                                               \
         typedef Bits<words> AV;                                                                      \
+        typedef AV AA;                                                                               \
         typedef cv CV;                                                                               \
-        __device__ static CV mma(const AV& a, const AV& b, CV c) { return __VA_ARGS__; }             \
+        __device__ static CV mma(const AA& a, const AV& b, CV c, unsigned) { return __VA_ARGS__; }   \
+    };
+// A sparse form: the same fields for B (KP values, `words` words a lane); A holds half of them,
+// compressed (AA), and the call takes the metadata word `idx`.
+#define SPARSE_FORM(m, n, k, kp, bits, layout, ct, nc, cs, words, cv, ...)                           \
+    struct Form {                                                                                    \
+        static constexpr int M = m, N = n, K = k, KP = kp, BITS = bits, LAYOUT = layout, NC = nc,     \
+                             CS = cs;                                                                \
+        static constexpr bool SPARSE = true;                                                         \
+        typedef ct CT;                                                                               \
+        typedef Bits<words> AV;                                                                      \
+        typedef Bits<words / 2> AA;                                                                  \
+        typedef cv CV;                                                                               \
+        __device__ static CV mma(const AA& a, const AV& b, CV c, unsigned idx) { return __VA_ARGS__; } \
     };
 
 // MFMA, CDNA, wave64 ------------------------------------------------------------------------------
@@ -150,6 +173,38 @@ MMA_FORM(16, 16, 128, 32, (FMT == 4 ? 4 : 8), C_MFMA16, float, 4, 1, 8, v4f,
 MMA_FORM(16, 16, 4, 1, 64, C_F64, double, 4, 1, 2, v4d,
          __builtin_amdgcn_mfma_f64_16x16x4f64(a, b, c, 0, 0, 0))
 
+// SMFMAC (sparse A), CDNA3 and CDNA4, wave64 ------------------------------------------------------
+#elif defined(FORM_SmfmacF16_16x16x32)       // 2*16*16*32 = 16384 ops (gfx940+)
+SPARSE_FORM(16, 16, 32, 8, 16, C_MFMA16, float, 4, 1, 4, v4f,
+            __builtin_amdgcn_smfmac_f32_16x16x32_f16(a, b, c, idx, 0, 0))
+#elif defined(FORM_SmfmacF16_32x32x16)       // 2*32*32*16 = 32768 ops (gfx940+)
+SPARSE_FORM(32, 32, 16, 8, 16, C_MFMA32, float, 16, 1, 4, v16f,
+            __builtin_amdgcn_smfmac_f32_32x32x16_f16(a, b, c, idx, 0, 0))
+#elif defined(FORM_SmfmacBf16_16x16x32)      // 2*16*16*32 = 16384 ops (gfx940+)
+SPARSE_FORM(16, 16, 32, 8, 16, C_MFMA16, float, 4, 1, 4, v4f,
+            __builtin_amdgcn_smfmac_f32_16x16x32_bf16(a, b, c, idx, 0, 0))
+#elif defined(FORM_SmfmacBf16_32x32x16)      // 2*32*32*16 = 32768 ops (gfx940+)
+SPARSE_FORM(32, 32, 16, 8, 16, C_MFMA32, float, 16, 1, 4, v16f,
+            __builtin_amdgcn_smfmac_f32_32x32x16_bf16(a, b, c, idx, 0, 0))
+#elif defined(FORM_SmfmacI8_16x16x64)        // 2*16*16*64 = 32768 ops (gfx940+)
+SPARSE_FORM(16, 16, 64, 16, 8, C_MFMA16, int, 4, 1, 4, v4i,
+            __builtin_amdgcn_smfmac_i32_16x16x64_i8(a, b, c, idx, 0, 0))
+#elif defined(FORM_SmfmacI8_32x32x32)        // 2*32*32*32 = 65536 ops (gfx940+)
+SPARSE_FORM(32, 32, 32, 16, 8, C_MFMA32, int, 16, 1, 4, v16i,
+            __builtin_amdgcn_smfmac_i32_32x32x32_i8(a, b, c, idx, 0, 0))
+#elif defined(FORM_SmfmacFp8_16x16x64)       // 2*16*16*64 = 32768 ops (gfx940+)
+SPARSE_FORM(16, 16, 64, 16, 8, C_MFMA16, float, 4, 1, 4, v4f,
+            __builtin_amdgcn_smfmac_f32_16x16x64_fp8_fp8(a, b, c, idx, 0, 0))
+#elif defined(FORM_SmfmacFp8_32x32x32)       // 2*32*32*32 = 65536 ops (gfx940+)
+SPARSE_FORM(32, 32, 32, 16, 8, C_MFMA32, float, 16, 1, 4, v16f,
+            __builtin_amdgcn_smfmac_f32_32x32x32_fp8_fp8(a, b, c, idx, 0, 0))
+#elif defined(FORM_SmfmacBf8_16x16x64)       // 2*16*16*64 = 32768 ops (gfx940+)
+SPARSE_FORM(16, 16, 64, 16, 8, C_MFMA16, float, 4, 1, 4, v4f,
+            __builtin_amdgcn_smfmac_f32_16x16x64_bf8_bf8(a, b, c, idx, 0, 0))
+#elif defined(FORM_SmfmacBf8_32x32x32)       // 2*32*32*32 = 65536 ops (gfx940+)
+SPARSE_FORM(32, 32, 32, 16, 8, C_MFMA32, float, 16, 1, 4, v16f,
+            __builtin_amdgcn_smfmac_f32_32x32x32_bf8_bf8(a, b, c, idx, 0, 0))
+
 // WMMA, RDNA3 (gfx11), wave32 ---------------------------------------------------------------------
 #elif defined(FORM_Wmma11F16F32)             // 2*16*16*16 = 8192 ops
 MMA_FORM(16, 16, 16, 16, 16, C_WMMA11, float, 8, 1, 8, v8f,
@@ -210,12 +265,13 @@ __device__ __forceinline__ unsigned element(const unsigned char* base, unsigned 
     return v;
 }
 
-// The operand register holding elements (row, col + p * step), p < KP, of a matrix with `cols`
+// The operand register V holding elements (row, col + p * step), p < P, of a matrix with `cols`
 // columns; 64-bit elements take two words, narrower ones are packed low first.
-__device__ __forceinline__ Form::AV fragment(const unsigned char* base, int row, int col, int cols, int step) {
-    Form::AV v = {};
+template <class V, int P>
+__device__ __forceinline__ V fragment(const unsigned char* base, int row, int col, int cols, int step) {
+    V v = {};
 #pragma unroll
-    for (int p = 0; p < Form::KP; p++) {
+    for (int p = 0; p < P; p++) {
         const unsigned index = row * cols + col + p * step;
         if (Form::BITS == 64) {
             v.w[2 * p] = element(base, 2 * index, 32);
@@ -242,15 +298,17 @@ mma_peak(unsigned char* __restrict__ out, const unsigned char* __restrict__ ab,
     typedef Form F;
     typedef F::CT CT;
     constexpr int M = F::M, N = F::N, K = F::K, KP = F::KP;
+    constexpr int KA = F::SPARSE ? K / 2 : K, KPA = F::SPARSE ? KP / 2 : KP;   // A's columns, a lane's A values
     const int lane = threadIdx.x % WAVE, group = (lane / M) % (K / KP), col = lane % N;
     const unsigned wave = blockIdx.x * WAVES + threadIdx.x / WAVE;
     const unsigned char* a_in = ab;
-    const unsigned char* b1_in = ab + M * K * F::BITS / 8;
+    const unsigned char* b1_in = ab + M * KA * F::BITS / 8;
     const unsigned char* b2_in = b1_in + K * N * F::BITS / 8;
+    const unsigned meta = F::SPARSE ? *(const unsigned*)(b2_in + K * N * F::BITS / 8) : 0u;
 
-    const F::AV a = fragment(a_in, lane % M, KP * group, K, 1);
-    const F::AV b1 = fragment(b1_in, KP * group, col, N, N);    // KP consecutive rows of column `col`
-    const F::AV b2 = fragment(b2_in, KP * group, col, N, N);
+    const F::AA a = fragment<F::AA, KPA>(a_in, lane % M, KPA * group, KA, 1);
+    const F::AV b1 = fragment<F::AV, KP>(b1_in, KP * group, col, N, N);    // KP consecutive rows of column `col`
+    const F::AV b2 = fragment<F::AV, KP>(b2_in, KP * group, col, N, N);
     F::CV c[ACC];
 #pragma unroll
     for (int k = 0; k < ACC; k++) {
@@ -267,9 +325,9 @@ mma_peak(unsigned char* __restrict__ out, const unsigned char* __restrict__ ab,
 #pragma unroll
         for (int u = 0; u < UNROLL; u += 2) {
 #pragma unroll
-            for (int k = 0; k < ACC; k++) c[k] = F::mma(a, b1, c[k]);
+            for (int k = 0; k < ACC; k++) c[k] = F::mma(a, b1, c[k], meta);
 #pragma unroll
-            for (int k = 0; k < ACC; k++) c[k] = F::mma(a, b2, c[k]);
+            for (int k = 0; k < ACC; k++) c[k] = F::mma(a, b2, c[k], meta);
         }
     }
 

@@ -16,6 +16,13 @@
 //   C element e:             row g + 8 * (e / 2),       column 2 * t + e % 2
 // (m8n8k4 FP64 is the same rule with M = 8.) Operands travel row-major, 4-bit ones two to a byte,
 // low nibble first.
+//
+// Sparse forms (mma.sp) take A 2:4 structured-sparse (TF32 1:2): the buffer holds A compressed,
+// M x K/2 (KA), then B1, B2 (K x N), then one 32-bit metadata word every thread passes with
+// sparsity selector 0 (matrix_reference.SparseInputs: the same choice in every group, so the word
+// is the same whichever threads the selector names). The compressed A's fragment is a dense
+// m16n8k(K/2) A's (PTX ISA, "Matrix fragments for sparse mma"), B's the rule above with the full K.
+// Their K is the logical K, so 2*M*N*K counts the dense-equivalent ops, as vendor sparse peaks do.
 
 typedef unsigned long long u64;
 
@@ -65,18 +72,36 @@ __device__ __forceinline__ void put(unsigned char* p, AccF16, float v) { *(unsig
 // A 32-bit form: operands in 32-bit registers, NA for A, NB for B, NC accumulator registers.
 #define FORM32(name, m, k, bits, acc, instr, a_list, b_list, c_list, ...)                              \
     struct name {                                                                                      \
-        static constexpr int M = m, N = 8, K = k, BITS = bits, NA = m * k * bits / 1024,               \
+        static constexpr int M = m, N = 8, K = k, KA = k, BITS = bits, NA = m * k * bits / 1024,       \
                              NB = 8 * k * bits / 1024, NC = m * 8 / 32 / acc::PER;                     \
+        static constexpr bool SPARSE = false;                                                          \
         typedef acc Acc;                                                                               \
         typedef unsigned Op;                                                                           \
-        __device__ static void mma(typename Acc::R (&d)[NC], const Op (&a)[NA], const Op (&b)[NB]) { \
+        __device__ static void mma(typename Acc::R (&d)[NC], const Op (&a)[NA], const Op (&b)[NB],   \
+                                   unsigned) {                                                         \
             asm volatile(instr " " c_list ", " a_list ", " b_list ", " c_list ";" : __VA_ARGS__);       \
+        }                                                                                              \
+    };
+
+// A sparse 32-bit form: A holds M x K/2 compressed elements; e_op names the metadata operand.
+#define FORM32_SP(name, m, k, bits, acc, instr, a_list, b_list, c_list, e_op, ...)                     \
+    struct name {                                                                                      \
+        static constexpr int M = m, N = 8, K = k, KA = k / 2, BITS = bits, NA = m * k / 2 * bits / 1024, \
+                             NB = 8 * k * bits / 1024, NC = m * 8 / 32 / acc::PER;                     \
+        static constexpr bool SPARSE = true;                                                           \
+        typedef acc Acc;                                                                               \
+        typedef unsigned Op;                                                                           \
+        __device__ static void mma(typename Acc::R (&d)[NC], const Op (&a)[NA], const Op (&b)[NB],   \
+                                   unsigned e) {                                                       \
+            asm volatile(instr " " c_list ", " a_list ", " b_list ", " c_list ", " e_op ", 0;"          \
+                         : __VA_ARGS__, "r"(e));                                                       \
         }                                                                                              \
     };
 
 #define D2(c) c(d[0]), c(d[1])
 #define D4(c) c(d[0]), c(d[1]), c(d[2]), c(d[3])
 #define R_A4_B2 "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])
+#define R_A4_B4 "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3])
 
 // 2*16*8*16 = 4096 ops
 FORM32(F16F16, 16, 16, 16, AccF16, "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16",
@@ -103,14 +128,38 @@ FORM32(E4m3F32, 16, 32, 8, AccF32, "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e
 FORM32(E5m2F32, 16, 32, 8, AccF32, "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32",
        "{%4, %5, %6, %7}", "{%8, %9}", "{%0, %1, %2, %3}", D4("+f") : R_A4_B2)
 
+// Sparse (2:4; TF32 1:2), dense-equivalent ops with the logical K:
+// 2*16*8*32 = 8192 ops
+FORM32_SP(F16F16Sp, 16, 32, 16, AccF16, "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f16.f16.f16.f16",
+          "{%2, %3, %4, %5}", "{%6, %7, %8, %9}", "{%0, %1}", "%10", D2("+r") : R_A4_B4)
+// 2*16*8*32 = 8192 ops
+FORM32_SP(F16F32Sp, 16, 32, 16, AccF32, "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32",
+          "{%4, %5, %6, %7}", "{%8, %9, %10, %11}", "{%0, %1, %2, %3}", "%12", D4("+f") : R_A4_B4)
+// 2*16*8*32 = 8192 ops
+FORM32_SP(Bf16F32Sp, 16, 32, 16, AccF32, "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32",
+          "{%4, %5, %6, %7}", "{%8, %9, %10, %11}", "{%0, %1, %2, %3}", "%12", D4("+f") : R_A4_B4)
+// 2*16*8*16 = 4096 ops
+FORM32_SP(Tf32F32Sp, 16, 16, 32, AccF32, "mma.sp::ordered_metadata.sync.aligned.m16n8k16.row.col.f32.tf32.tf32.f32",
+          "{%4, %5, %6, %7}", "{%8, %9, %10, %11}", "{%0, %1, %2, %3}", "%12", D4("+f") : R_A4_B4)
+// 2*16*8*64 = 16384 ops
+FORM32_SP(S8S32Sp, 16, 64, 8, AccS32, "mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.s32.s8.s8.s32",
+          "{%4, %5, %6, %7}", "{%8, %9, %10, %11}", "{%0, %1, %2, %3}", "%12", D4("+r") : R_A4_B4)
+// 2*16*8*64 = 16384 ops
+FORM32_SP(E4m3F32Sp, 16, 64, 8, AccF32, "mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.f32.e4m3.e4m3.f32",
+          "{%4, %5, %6, %7}", "{%8, %9, %10, %11}", "{%0, %1, %2, %3}", "%12", D4("+f") : R_A4_B4)
+// 2*16*8*64 = 16384 ops
+FORM32_SP(E5m2F32Sp, 16, 64, 8, AccF32, "mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.f32.e5m2.e5m2.f32",
+          "{%4, %5, %6, %7}", "{%8, %9, %10, %11}", "{%0, %1, %2, %3}", "%12", D4("+f") : R_A4_B4)
+
 // FP64 (DMMA): operands and accumulators in 64-bit registers.
 #define FORM64(name, m, k, instr, a_list, b_list, c_list, ...)                                         \
     struct name {                                                                                      \
-        static constexpr int M = m, N = 8, K = k, BITS = 64, NA = m * k / 32, NB = 8 * k / 32,         \
+        static constexpr int M = m, N = 8, K = k, KA = k, BITS = 64, NA = m * k / 32, NB = 8 * k / 32, \
                              NC = m * 8 / 32;                                                          \
+        static constexpr bool SPARSE = false;                                                          \
         typedef AccF64 Acc;                                                                            \
         typedef double Op;                                                                             \
-        __device__ static void mma(double (&d)[NC], const Op (&a)[NA], const Op (&b)[NB]) {           \
+        __device__ static void mma(double (&d)[NC], const Op (&a)[NA], const Op (&b)[NB], unsigned) { \
             asm volatile(instr " " c_list ", " a_list ", " b_list ", " c_list ";" : __VA_ARGS__);       \
         }                                                                                              \
     };
@@ -160,16 +209,17 @@ mma_peak(unsigned char* __restrict__ out, const unsigned char* __restrict__ ab,
          const unsigned char* __restrict__ c0, unsigned iterations) {
     typedef FORM F;
     typedef typename F::Acc Acc;
-    constexpr int M = F::M, N = F::N, K = F::K, RM = M / 8, P = F::BITS == 64 ? 1 : 32 / F::BITS;
+    constexpr int M = F::M, N = F::N, K = F::K, KA = F::KA, RM = M / 8, P = F::BITS == 64 ? 1 : 32 / F::BITS;
     const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const unsigned warp = blockIdx.x * WARPS + threadIdx.x / 32;
     const unsigned char* a_in = ab;
-    const unsigned char* b1_in = ab + M * K * F::BITS / 8;
+    const unsigned char* b1_in = ab + M * KA * F::BITS / 8;
     const unsigned char* b2_in = b1_in + K * N * F::BITS / 8;
+    const unsigned meta = F::SPARSE ? *(const unsigned*)(b2_in + K * N * F::BITS / 8) : 0u;
 
     typename F::Op a[F::NA], b1[F::NB], b2[F::NB];
 #pragma unroll
-    for (int i = 0; i < F::NA; i++) a[i] = fragment<F>(a_in, g + 8 * (i % RM), P * t + 4 * P * (i / RM), K, 1);
+    for (int i = 0; i < F::NA; i++) a[i] = fragment<F>(a_in, g + 8 * (i % RM), P * t + 4 * P * (i / RM), KA, 1);
 #pragma unroll
     for (int i = 0; i < F::NB; i++) {   // P consecutive rows of column g: a step of N elements
         b1[i] = fragment<F>(b1_in, P * t + 4 * P * i, g, N, N);
@@ -190,9 +240,9 @@ mma_peak(unsigned char* __restrict__ out, const unsigned char* __restrict__ ab,
 #pragma unroll
         for (int u = 0; u < UNROLL; u += 2) {
 #pragma unroll
-            for (int k = 0; k < ACC; k++) F::mma(d[k], a, b1);
+            for (int k = 0; k < ACC; k++) F::mma(d[k], a, b1, meta);
 #pragma unroll
-            for (int k = 0; k < ACC; k++) F::mma(d[k], a, b2);
+            for (int k = 0; k < ACC; k++) F::mma(d[k], a, b2, meta);
         }
     }
 

@@ -6,11 +6,13 @@ import pytest
 from peakbench.catalog import default_catalog
 
 CATALOG = default_catalog()
-COMPUTE = ["compute.fp64", "compute.fp32", "compute.fp16", "compute.bf16", "compute.int32",
+COMPUTE = ["compute.fp64", "compute.fp32", "compute.fp16", "compute.bf16", "compute.int32", "compute.int64",
            "compute.int16", "compute.int8", "compute.fp8_e4m3", "compute.fp8_e5m2", "compute.int4", "compute.fp4"]
 ALU = [t for t in CATALOG.tests if t.family == "compute" and t.kernel]
 MEMORY = ["memory.read", "memory.write", "memory.copy", "latency.l0", "latency.l1", "latency.l2", "latency.l3",
           "latency.dram", "launch.overhead"]
+SFU = ["sfu.rcp", "sfu.rsqrt", "sfu.sqrt", "sfu.exp2", "sfu.log2", "sfu.sin"]
+ATOMIC = ["atomic.global_add", "atomic.global_add_contended", "atomic.shared_add"]
 MATRIX = ["matrix.fp16.fp16", "matrix.fp16.fp32", "matrix.bf16.fp32", "matrix.tf32.fp32", "matrix.fp8_e4m3.fp32",
           "matrix.fp8_e5m2.fp32", "matrix.int8.int32", "matrix.int4.int32", "matrix.fp4.fp32", "matrix.fp64.fp64"]
 
@@ -20,7 +22,8 @@ def test_compute_family_is_the_design_list_in_order():
 
 
 def test_matrix_family_is_the_design_list_with_shapes_from_the_device():
-    assert [n for n in CATALOG.names() if n.startswith("matrix.")] == MATRIX
+    # The dense tests; the sparse ones (matrix.<a>.<c>.sparse) follow them, tested with their module.
+    assert [n for n in CATALOG.names() if n.startswith("matrix.") and not n.endswith(".sparse")] == MATRIX
     for name in MATRIX:
         t = CATALOG.get(name)
         assert t.kernel == "mma" and t.variants == () and t.dtype == ".".join(name.split(".")[1:])
@@ -53,6 +56,7 @@ OPS_PER_STEP = {
     "compute.fp16": {"x2u64": 4, "x4u32": 8},                  # 2 x 2, 2 x 4
     "compute.bf16": {"dot2u32": 6, "dot4u16": 28},             # 2 x (2 + 1), 4 x (4 + 3)
     "compute.int32": {"x1u64": 2, "x4u16": 8},                 # 2 x 1, 2 x 4
+    "compute.int64": {"x1u64": 2, "x2u32": 4},                 # 2 x 1, 2 x 2 (a 64-bit multiply-add, as vkpeak)
     "compute.int16": {"x1u64": 2, "x2u32": 4},                 # 2 x 1, 2 x 2
     "compute.int8": {"x1u64": 8, "x4u16": 32},                 # 8 x 1 word, 8 x 4 words
 }
@@ -68,19 +72,42 @@ def test_op_counts_follow_design(test):
         assert all(v.width % 2 == 0 for v in test.variants), "fp16 is measured packed (2 lanes per instruction)"
 
 
+def test_sfu_and_atomic_tests_count_one_op_per_result():
+    assert [n for n in CATALOG.names() if n.startswith("sfu.")] == SFU
+    assert [n for n in CATALOG.names() if n.startswith("atomic.")] == ATOMIC
+    for name in SFU + ATOMIC:
+        t = CATALOG.get(name)
+        assert t.unit == ("TOPS" if name.startswith("sfu.") else "GOPS") and t.kernel == t.family
+        assert t.variants and all(t.per_item(v) == 1 and v.unroll >= 16 for v in t.variants)
+    assert CATALOG.get("sfu.sin").function == "sin"
+    assert [v.name for v in CATALOG.get("atomic.shared_add").variants] == ["u32", "f32"]
+    assert CATALOG.get("atomic.global_add_contended").contended
+    assert CATALOG.get("atomic.shared_add").space == "shared"
+
+
 def test_types_without_a_vector_path_have_no_kernel():
     for name in ("compute.fp8_e4m3", "compute.fp8_e5m2", "compute.int4", "compute.fp4"):
         t = CATALOG.get(name)
         assert t.kernel == "" and t.variants == ()
 
 
+@pytest.mark.parametrize("patterns", [None, []])
+def test_no_pattern_selects_every_family_in_catalog_order(patterns):
+    names = [t.name for t in CATALOG.select(patterns)]
+    assert names == CATALOG.names()
+    head = COMPUTE + SFU + ATOMIC
+    assert names[:len(head)] == head
+    assert [n for n in names if n.startswith("matrix.") and not n.endswith(".sparse")] == MATRIX
+    assert [n for n in names if n in MEMORY] == MEMORY
+
+
 @pytest.mark.parametrize("patterns, want", [
-    (None, COMPUTE + MATRIX + MEMORY),
-    ([], COMPUTE + MATRIX + MEMORY),
     (["compute.fp32"], ["compute.fp32"]),
     (["compute.fp8_*"], ["compute.fp8_e4m3", "compute.fp8_e5m2"]),
-    (["compute.int*", "compute.fp64"], ["compute.fp64", "compute.int32", "compute.int16", "compute.int8",
-                                         "compute.int4"]),        # catalog order, not pattern order
+    (["compute.int*", "compute.fp64"], ["compute.fp64", "compute.int32", "compute.int64", "compute.int16",
+                                         "compute.int8", "compute.int4"]),   # catalog order, not pattern order
+    (["sfu.*sqrt"], ["sfu.rsqrt", "sfu.sqrt"]),
+    (["atomic.global*"], ["atomic.global_add", "atomic.global_add_contended"]),
     (["Compute.FP32"], []),                                        # case-sensitive
     (["nomatch.*"], []),
 ])

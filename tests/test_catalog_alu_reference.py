@@ -112,7 +112,7 @@ def signed(x: int, bits: int) -> int:
     return x - (1 << bits) if x >> (bits - 1) else x
 
 
-@pytest.mark.parametrize("dtype, bits", [("int32", 32), ("int16", 16)])
+@pytest.mark.parametrize("dtype, bits", [("int64", 64), ("int32", 32), ("int16", 16)])
 @pytest.mark.parametrize("width", [1, 2])
 def test_integer_fma_wraps_like_python_ints(dtype, bits, width):
     inputs, acc, steps = ref.make_inputs("fma", dtype, width), 8, 5
@@ -290,3 +290,11 @@ def test_compare_integers_are_exact():
     got[3, 2, 1] += 1
     assert "1 of 320 values" in ref.compare("dot4x8", "int8", got, want)
     assert "(3, 2, 1)" in ref.compare("dot4x8", "int8", got, want)
+
+
+def test_int64_operands_use_both_halves():
+    """Every multiplier, increment and (but one) seed has nonzero upper and lower 32 bits, so no
+    compiler can drop a 32-bit piece of the 64-bit multiply-add."""
+    inputs = ref.make_inputs("fma", "int64", 2)
+    values = np.concatenate([inputs.seeds.ravel()[1:], inputs.params.ravel()]).view(np.uint64)
+    assert ((values >> np.uint64(32)) != 0).all() and ((values & np.uint64(0xFFFFFFFF)) != 0).all()

@@ -82,7 +82,8 @@ def test_supported(test, cc):
 
 # 2 * m * n * k ops a step (a multiply and an add per product term), by shape.
 SHAPE_OPS = {"m8n8k4": 512, "m16n8k4": 1024, "m16n8k8": 2048, "m16n8k16": 4096, "m16n8k32": 8192,
-             "m16n8k64": 16_384, "m64n256k8": 262_144, "m64n256k16": 524_288, "m64n256k32": 1_048_576}
+             "m16n8k64": 16_384, "m64n256k8": 262_144, "m64n256k16": 524_288, "m64n256k32": 1_048_576,
+             "m64n256k64": 2_097_152}
 
 
 def test_variants_carry_the_op_count_of_their_shape():
@@ -141,7 +142,8 @@ def cuda_rt():
 
 
 def gpu_cases():
-    return [(t, f) for t in MATRIX for f in tensor.FORMS if f.test == t.dtype]
+    """Dense tests and their forms (the sparse ones: tests/test_gpu_sparse.py)."""
+    return [(t, f) for t in MATRIX if not catalog.is_sparse(t) for f in tensor.FORMS if tensor.measures(f, t)]
 
 
 @pytest.mark.gpu
@@ -160,3 +162,125 @@ def test_variant_matches_the_host_reference(cuda_rt, test, form):
         assert np.array_equal(got.astype(np.float64), np.broadcast_to(w.inputs.c0.sum(axis=0), got.shape))
     finally:
         w.close()
+
+
+# -- sparse tests (matrix.*.sparse) --------------------------------------------------------------
+
+SPARSE = [t for t in MATRIX if catalog.is_sparse(t)]
+
+
+def test_sparse_tests_run_only_sparse_forms():
+    assert [t.name for t in SPARSE] == [f"{t}.sparse" for t in (
+        "matrix.fp16.fp16", "matrix.fp16.fp32", "matrix.bf16.fp32", "matrix.tf32.fp32", "matrix.fp8_e4m3.fp32",
+        "matrix.fp8_e5m2.fp32", "matrix.int8.int32")]
+    for cc in ((8, 0), (8, 9), (9, 0), (12, 0)):
+        for test in MATRIX:
+            for v in tensor.variants(test, fake_rt(cc)):
+                assert tensor.find_form(test, v.name).sparse == catalog.is_sparse(test), (cc, test.name, v.name)
+
+
+def test_hopper_offers_mma_sp_and_wgmma_sp():
+    for test in ("fp16.fp16", "fp16.fp32", "bf16.fp32"):
+        assert names(f"matrix.{test}.sparse", (9, 0)) == ["mma.sp:m16n8k32", "wgmma.sp:m64n256k32"]
+    assert names("matrix.tf32.fp32.sparse", (9, 0)) == ["mma.sp:m16n8k16", "wgmma.sp:m64n256k16"]
+    assert names("matrix.int8.int32.sparse", (9, 0)) == ["mma.sp:m16n8k64", "wgmma.sp:m64n256k64"]
+    # ptxas lowers mma.sp FP8 to HMMA.SP FP16 steps on sm_90: only wgmma.sp measures it there.
+    assert names("matrix.fp8_e4m3.fp32.sparse", (9, 0)) == ["wgmma.sp:m64n256k64"]
+    assert names("matrix.fp8_e5m2.fp32.sparse", (8, 9)) == ["mma.sp:m16n8k64"]
+    assert names("matrix.bf16.fp32.sparse", (8, 0)) == ["mma.sp:m16n8k32"]
+
+
+def test_sparse_unsupported_reasons():
+    assert tensor.support(CATALOG.get("matrix.bf16.fp32.sparse"), fake_rt((7, 5))).startswith(
+        "[hardware] sm_75 has no sparse tensor cores")
+    assert tensor.support(CATALOG.get("matrix.fp8_e4m3.fp32.sparse"), fake_rt((8, 0))).startswith(
+        "[hardware] sm_80 has no FP8 tensor-core path")
+
+
+def test_sparse_ops_are_dense_equivalent():
+    """wgmma.sp m64n256k32 does the work of a dense 64 x 256 x 32 step: twice the dense k16 form's."""
+    forms = {(f.test, f.name): f for f in tensor.FORMS}
+    sp = tensor.variant_of(forms[("bf16.fp32", "wgmma.sp:m64n256k32")])
+    dense = tensor.variant_of(forms[("bf16.fp32", "wgmma:m64n256k16")])
+    test = CATALOG.get("matrix.bf16.fp32.sparse")
+    assert test.per_item(sp) == 2 * 64 * 256 * 32 == 2 * test.per_item(dense)
+    assert forms[("int8.int32", "mma.sp:m16n8k64")].instruction == \
+        "mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.s32.s8.s8.s32"
+
+
+class EmulatedGPU:
+    """A fake runtime whose launch computes what shaders/tensor_wgmma.cu stores for an FP16 x FP16 +
+    FP32 sparse form, from the operand buffer: `reads_metadata` False plays a kernel that ignores
+    the word (keeps positions 0 and 1), `short` one that stops after its first iteration."""
+    cc, arch, dialect = (9, 0), "sm_90a", "cuda"
+    limits = SimpleNamespace(units=2)
+
+    def __init__(self, reads_metadata=True, short=False):
+        self.reads_metadata, self.short, self.buffers = reads_metadata, short, {}
+
+    def compile(self, source, defines, entry, block, args):
+        return SimpleNamespace(defines=defines)
+
+    def alloc(self, nbytes):
+        key = len(self.buffers)
+        self.buffers[key] = bytearray(nbytes)
+        return key
+
+    def upload(self, buf, data):
+        self.buffers[buf][: len(data)] = data
+
+    def fill(self, buf, byte):
+        self.buffers[buf][:] = bytes([byte]) * len(self.buffers[buf])
+
+    def download(self, buf):
+        return bytes(self.buffers[buf])
+
+    def free(self, buf):
+        del self.buffers[buf]
+
+    def discard(self, kernel):
+        pass
+
+    def disassemble(self, kernel):
+        return None
+
+    def launch(self, kernel, grid, args, repeat=1):
+        from test_catalog_matrix_reference import hardware_a
+        out, ab, c0, iterations = args
+        raw = self.download(ab)
+        a = np.frombuffer(raw[: 64 * 16 * 2], np.float16).reshape(64, 16).astype(np.float64)
+        b = np.frombuffer(raw[2048: 2048 + 2 * 32 * 256 * 2], np.float16).reshape(2, 32, 256).astype(np.float64)
+        word = int.from_bytes(raw[-4:], "little") if self.reads_metadata else 0x44444444
+        full = hardware_a(a, word, 16)
+        steps = (min(int(iterations), 1) if self.short else int(iterations)) * kernel.defines["UNROLL"] // 2
+        tile = np.frombuffer(self.download(c0), np.float32).reshape(64, 256) + steps * (full @ b[0] + full @ b[1])
+        owners = grid * kernel.defines["WARPGROUPS"]
+        self.upload(out, np.broadcast_to(tile, (owners, 64, 256)).astype(np.float32).tobytes())
+        return 1e-3
+
+
+def sparse_wgmma(rt):
+    test = CATALOG.get("matrix.fp16.fp32.sparse")
+    return tensor.workload(test, next(v for v in tensor.variants(test, rt) if v.name.startswith("wgmma.sp")), rt)
+
+
+def test_sparse_workload_verifies_each_metadata_word():
+    w = sparse_wgmma(EmulatedGPU())
+    assert isinstance(w, tensor.SparseTensorWorkload)
+    assert w.verify() is None
+    assert w.evidence["metadata_verified"] == ["0xdddddddd", "0x88888888"]
+    assert w.evidence["guards"]["iterations"] == "iterations checked at 1 and 2"
+    assert w.params["ops_counted"].startswith("dense-equivalent 2*M*N*K")
+    assert w.params["shared_bytes"] == (64 * 16 + 2 * 32 * 256) * 2
+    # Verification leaves the timed operands (B2 = -B1) and the timed metadata word in place.
+    assert w.rt.download(w.ab) == w.inputs.operands(verify=False) and w.inputs.metadata == 0xDDDDDDDD
+
+
+def test_a_kernel_that_ignores_the_metadata_fails_verification():
+    problem = sparse_wgmma(EmulatedGPU(reads_metadata=False)).verify()
+    assert problem.startswith("metadata 0xdddddddd (kept (1, 3) of each group): ") and "differ" in problem
+
+
+def test_a_sparse_kernel_short_of_iterations_fails_the_iterations_guard():
+    problem = sparse_wgmma(EmulatedGPU(short=True)).verify()
+    assert "guard iterations: output after 2 iterations differs from the host's (it matched after 1)" in problem

@@ -34,3 +34,24 @@ def test_the_table_routes_each_family_to_the_backends_rule_or_matrix_module(monk
     assert table.variants(CATALOG.get("memory.read"), "gpu") == CATALOG.get("memory.read").variants
     assert table.matrix_workload(fp16_matrix, "v", "gpu") == ("workload", "matrix.fp16.fp32", "v", "gpu")
     assert table.STREAM.source == "mem.cu" and table.EMPTY == ("mem.cu", "empty")
+
+
+def test_int64_is_long_long_and_its_evidence_says_how_it_is_emulated():
+    int64 = CATALOG.get("compute.int64")
+    for dialect, pieces in (("cuda", "IMAD.WIDE.U32"), ("hip", "v_mad_u64_u32")):
+        k = kernels.alu_kernel(int64, int64.variants[1], types.SimpleNamespace(dialect=dialect))
+        assert k.defines["E"] == "long long" and k.defines["VEC"] == 2 and k.family == "fma"
+        assert pieces in k.evidence["emulation"]
+    fp32 = CATALOG.get("compute.fp32")
+    assert kernels.alu_kernel(fp32, fp32.variants[0], types.SimpleNamespace(dialect="cuda")).evidence == {}
+
+
+def test_the_sfu_and_atomic_families_have_modules_of_their_own():
+    table = kernels.Table(lambda test, rt: "[hardware] not this one", "fake_matrix")
+    rt = types.SimpleNamespace(dialect="cuda", arch="sm_90a")
+    for name in ("sfu.rcp", "sfu.sin", "atomic.global_add", "atomic.shared_add"):
+        test = CATALOG.get(name)
+        assert table.module(test).__name__ == f"peakbench.kernels.{test.family}"
+        assert table.support(test, rt) is None
+    assert [v.name for v in table.variants(CATALOG.get("atomic.shared_add"), rt)] == ["u32"]
+    assert table.variants(CATALOG.get("sfu.exp2"), rt) == CATALOG.get("sfu.exp2").variants

@@ -230,3 +230,96 @@ def test_encodings_of_the_narrow_types():
     assert matrix.encode(eighth, "fp8_e4m3", "ocp") == bytes([0x20, 0xA0])   # exponent 4 = -3 + 7
     assert matrix.encode(eighth, "fp8_e4m3", "fnuz") == bytes([0x28, 0xA8])  # exponent 5 = -3 + 8
     assert matrix.encode(eighth, "fp8_e5m2", "fnuz") == bytes([0x34, 0xB4])  # exponent 13 = -3 + 16
+
+
+
+# -- sparse tests (SMFMAC) -----------------------------------------------------------------------
+
+def sparse_player(fnuz: bool, reads_metadata: bool = True):
+    """mma_peak of an SMFMAC form in numpy: A compressed (M x K/2), B1, B2, then the metadata word,
+    which places A's values (matrix_reference's rule, written out in hardware_a); with
+    `reads_metadata` False it plays a kernel that keeps positions 0 and 1 whatever the word."""
+    from test_catalog_matrix_reference import hardware_a
+
+    def play(fake, launch):
+        d = defines(launch["options"])
+        form = next(k[len("FORM_"):] for k in d if k.startswith("FORM_"))
+        assert form.startswith("Smfmac"), form
+        operand, acc, (m, n, k) = form_types(form, None)
+        out, ab, c0, iterations = launch["extra"]
+        unroll, accs, waves = (int(d[x]) for x in ("UNROLL", "ACC", "WAVES"))
+        owners = launch["grid"][0] * waves
+        raw = bytes(fake.buffer(ab))
+        sa, sb = int(m * k // 2 * BYTES[operand]), int(k * n * BYTES[operand])
+        assert len(raw) == sa + 2 * sb + 4, "the operand buffer holds compressed A, B1, B2, the metadata word"
+        word = int.from_bytes(raw[-4:], "little") if reads_metadata else 0x44444444
+        a = hardware_a(decode(raw[:sa], operand, m * k // 2, fnuz).reshape(m, k // 2), word, 8 * BYTES[operand])
+        b1 = decode(raw[sa:sa + sb], operand, k * n, fnuz).reshape(k, n)
+        b2 = decode(raw[sa + sb:sa + 2 * sb], operand, k * n, fnuz).reshape(k, n)
+        c = decode(bytes(fake.buffer(c0)), acc, accs * m * n, fnuz).reshape(accs, m, n)
+        tile = c.sum(axis=0) + scalar(iterations) * (unroll // 2) * accs * (a @ b1 + a @ b2)
+        store = {"fp32": np.float32, "int32": np.int32}[acc]
+        fake.buffer(out)[:] = np.repeat(tile.astype(store)[None], owners, axis=0).tobytes()
+    return play
+
+
+SPARSE_ON_CDNA3 = ["matrix.fp16.fp32.sparse", "matrix.bf16.fp32.sparse", "matrix.int8.int32.sparse",
+                   "matrix.fp8_e4m3.fp32.sparse", "matrix.fp8_e5m2.fp32.sparse"]
+
+
+@pytest.mark.parametrize("make", [fake_hip.mi300x, fake_hip.mi355x])
+@pytest.mark.parametrize("test_name", SPARSE_ON_CDNA3)
+def test_smfmac_verifies_against_the_sparse_reference(monkeypatch, make, test_name):
+    arch = make()["gcnArchName"].decode()
+    hip, dev = open_fake(monkeypatch, make, sparse_player(fnuz=arch.startswith("gfx94")))
+    test = CATALOG.get(test_name)
+    offered = dev.variants(test)
+    assert [v.name for v in offered] == (["16x16x32", "32x32x16"] if ".int" not in test_name and "fp8" not in test_name
+                                         else ["16x16x64", "32x32x32"])
+    for variant in offered:
+        w = dev.prepare(test, variant)
+        try:
+            assert w.verify() is None
+            assert w.evidence["metadata_verified"] == ["0xdddddddd", "0x88888888"]
+            assert w.params["ops_counted"].startswith("dense-equivalent")
+            assert w.variant.ops_per_step == 2 * w.form.m * w.form.n * w.form.k       # the logical K
+            assert w.evidence["builtin"].startswith("__builtin_amdgcn_smfmac_")
+        finally:
+            w.close()
+    dev.close()
+
+
+def test_an_smfmac_kernel_that_ignores_the_metadata_fails(monkeypatch):
+    hip, dev = open_fake(monkeypatch, fake_hip.mi300x, sparse_player(fnuz=True, reads_metadata=False))
+    test = CATALOG.get("matrix.bf16.fp32.sparse")
+    w = dev.prepare(test, dev.variants(test)[0])
+    try:
+        problem = w.verify()
+        assert problem.startswith("metadata 0xdddddddd (kept (1, 3) of each group): ") and "differ" in problem
+    finally:
+        w.close()
+        dev.close()
+
+
+def test_sparse_tests_without_an_smfmac_form_never_run_the_dense_kernel(device):
+    from peakbench.backend import Unsupported
+    for name in ("matrix.fp16.fp16.sparse", "matrix.tf32.fp32.sparse"):
+        test = CATALOG.get(name)
+        assert device.support(test).startswith("[hardware] gfx942 has no sparse"), device.support(test)
+        assert device.variants(test) == ()
+        with pytest.raises(Unsupported):
+            device.prepare(test, catalog_matrix.shape(16, 16, 32))
+
+
+@pytest.mark.parametrize("arch, test, start", [
+    ("gfx90a", "bf16.fp32", "[hardware] gfx90a (CDNA2) has no sparse matrix instruction"),
+    ("gfx1100", "bf16.fp32", "[hardware] gfx1100 (RDNA3) has no sparse matrix instruction"),
+    ("gfx1201", "fp16.fp16", "[api] gfx1201 has 2:4 sparse WMMA (v_swmmac_*) for fp16.fp16"),
+    ("gfx1201", "tf32.fp32", "[hardware] gfx1201 has no sparse TF32"),
+    ("gfx950:sramecc+:xnack-", "tf32.fp32", "[hardware] gfx950 has no sparse TF32"),
+])
+def test_sparse_reasons_per_target(arch, test, start):
+    from types import SimpleNamespace
+    reason = matrix.support(CATALOG.get(f"matrix.{test}.sparse"), SimpleNamespace(arch=arch))
+    assert reason.startswith(start), reason
+    assert matrix.support(CATALOG.get("matrix.bf16.fp32.sparse"), SimpleNamespace(arch="gfx942")) is None

@@ -22,11 +22,12 @@ ACC, UNROLL = 8, 4
 CASES = [("fp64", "fma", "double", 1, 2, r"fma\.rn\.f64"), ("fp32", "fma", "float", 1, 4, r"fma\.rn\.f32"),
          ("fp16", "fma", "__half2", 2, 4, r"fma\.rn\.f16x2"), ("bf16", "fma", "bfloat162", 2, 2, r"fma\.rn\.bf16x2"),
          ("int32", "fma", "int", 1, 4, r"mad\.lo\.s32"), ("int16", "fma", "short", 1, 1, r"mul\.lo\.s16"),
+         ("int64", "fma", "long long", 1, 2, r"mul\.lo\.s64"),
          ("int8", "dot4x8", "int", 1, 2, r"dp4a\.s32\.s32")]
 # The instructions one loop iteration issues: UNROLL 4 x ACC 8 x the elements of a width
 # (width / lanes): fp64 4*8*2, fp32 4*8*4, fp16 4*8*(4/2), bf16 4*8*(2/2), int32 4*8*4, int16 4*8*1,
-# int8 4*8*2.
-STEPS = {"fp64": 64, "fp32": 128, "fp16": 64, "bf16": 32, "int32": 128, "int16": 32, "int8": 64}
+# int8 4*8*2, int64 4*8*2 (PTX's 64-bit multiply; ptxas splits it into 32-bit IMADs).
+STEPS = {"fp64": 64, "fp32": 128, "fp16": 64, "bf16": 32, "int32": 128, "int16": 32, "int8": 64, "int64": 64}
 IDS = [c[0] for c in CASES]
 
 
@@ -77,7 +78,7 @@ def test_cuda_kernel_matches_the_host_reference(dtype, kernel, element, lanes, w
     data = element_bytes(dtype, inputs.seeds) + element_bytes(dtype, inputs.params)
     threads, block = 4096, 256
     inp = cp.asarray(np.frombuffer(data, np.uint8))
-    itemsize = 2 if dtype in ("bf16", "fp16", "int16") else (8 if dtype == "fp64" else 4)
+    itemsize = 2 if dtype in ("bf16", "fp16", "int16") else (8 if dtype in ("fp64", "int64") else 4)
     out = cp.full(threads * ACC * width * itemsize, 0xFF, dtype=cp.uint8)
     fn((threads // block,), (block,), (out, inp, np.uint32(1)))
     got = cp.asnumpy(out)

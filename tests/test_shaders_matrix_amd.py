@@ -7,6 +7,7 @@ clang's front end for its own target: builtin names, argument counts and operand
 from __future__ import annotations
 
 import os
+import shutil
 import re
 import subprocess
 from pathlib import Path
@@ -120,3 +121,67 @@ def test_the_clang_check_catches_a_wrong_wave(tmp_path):
                            "--offload-arch=gfx942", "-DFORM_MfmaFp8_32x32x16", "-DACC=8", "-DUNROLL=4",
                            "-DWAVES=4", "-DWAVE=32"], capture_output=True, text=True, timeout=120)
     assert "the wave holds the whole tile, once" in done.stdout + done.stderr
+
+
+# -- sparse forms (SMFMAC, peakbench/rocm/matrix.py SPARSE_FORMS) ------------------------------
+
+SPARSE_FORM = re.compile(r"#elif defined\(FORM_(\w+)\)\s*//\s*2\*(\d+)\*(\d+)\*(\d+) = (\d+) ops[^\n]*\n"
+                         r"SPARSE_FORM\(([^\n]*)\n\s*__builtin_amdgcn_(\w+)\(a, b, c, idx, 0, 0\)\)")
+CLANG = shutil.which("clang-22")
+
+
+def sparse_forms() -> dict[str, dict]:
+    out = {}
+    for match in SPARSE_FORM.finditer(SOURCE.read_text()):
+        name, m, n, k, ops, args, builtin = match.groups()
+        values = dict(zip(FIELDS, (a.strip() for a in args.rstrip(",").split(","))))
+        out[name] = {"comment": (int(m), int(n), int(k), int(ops)), "builtin": builtin, **values}
+    return out
+
+
+def sparse_table() -> dict:
+    from peakbench.rocm import matrix
+    return {f.form: f for table in matrix.SPARSE_FORMS.values() for fs in table.values() for f in fs}
+
+
+def test_every_sparse_form_is_in_the_source_with_its_builtin_shape_and_fragments():
+    found, table = sparse_forms(), sparse_table()
+    assert SOURCE.read_text().count("SPARSE_FORM(") == len(found) + 1
+    assert set(found) == set(table), "a sparse form no target runs, or one the source lacks"
+    for name, f in table.items():
+        src = found[name]
+        assert src["builtin"] == f.builtin and (int(src["m"]), int(src["n"]), int(src["k"])) == f.shape, name
+        m, n, k, ops = src["comment"]
+        assert (m, n, k) == f.shape and ops == 2 * m * n * k, f"{name}: dense-equivalent op comment"
+        kp, bits = int(src["kp"]), int(src["bits"])
+        assert kp == k * n // 64, f"{name}: a wave64 lane holds K*N/64 values of B"
+        assert int(src["words"]) * 32 == kp * bits, f"{name}: B words (A holds half)"
+        assert src["layout"] == f"C_MFMA{m}" and int(src["nc"]) * 64 == m * n, name
+
+
+def smfmac_asm(tmp_path, target: str, form: str) -> subprocess.CompletedProcess:
+    prelude = tmp_path / "prelude.h"
+    prelude.write_text(PRELUDE)
+    return subprocess.run([CLANG, "-x", "hip", "--cuda-device-only", "-nogpulib", "-nogpuinc", "-std=c++17", "-O3",
+                           "-fno-crash-diagnostics", "-include", str(prelude), f"--offload-arch={target}", f"-DFORM_{form}", "-DACC=8",
+                           "-DUNROLL=4", "-DWAVES=4", "-DWAVE=64", "-S", "-o", "-", str(SOURCE)],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.skipif(CLANG is None, reason="clang-22 is not installed")
+@pytest.mark.parametrize("target", ["gfx942", "gfx950"])
+@pytest.mark.parametrize("form", sorted(sparse_table()))
+def test_each_sparse_form_issues_its_smfmac_once_per_step(tmp_path, target, form):
+    done = smfmac_asm(tmp_path, target, form)
+    assert done.returncode == 0, done.stderr[-2000:]
+    f = sparse_table()[form]
+    issued = re.findall(r"^\s+(v_\w+)", done.stdout, re.M)
+    assert sum(f.issued_by(op) for op in issued) == 4 * 8, f"{form}: UNROLL 4 x ACC 8 steps"
+    assert not any(op.startswith("v_mfma") for op in issued), "no dense MFMA in a sparse kernel"
+
+
+@pytest.mark.skipif(CLANG is None, reason="clang-22 is not installed")
+def test_cdna2_cannot_select_smfmac(tmp_path):
+    """Why gfx90a's sparse tests say [hardware]: its back end has no SMFMAC."""
+    done = smfmac_asm(tmp_path, "gfx90a", "SmfmacF16_16x16x32")
+    assert done.returncode != 0 and "Cannot select: intrinsic %llvm.amdgcn.smfmac" in done.stderr

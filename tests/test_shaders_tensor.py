@@ -74,3 +74,65 @@ def test_wgmma_accumulates_all_128_registers(tmp_path):
     line = next(l for l in ptx(tmp_path, form).splitlines() if form.instruction in l)
     registers = re.search(r"\{([^}]*)\}", line).group(1).split(",")
     assert len(registers) == 128 and len(set(r.strip() for r in registers)) == 128
+
+
+# -- sparse forms: the SASS ptxas makes of them --------------------------------------------------
+
+SPARSE_FORMS = [f for f in tensor.FORMS if f.sparse]
+
+
+def sass_listing(tmp_path, form) -> str:
+    from peakbench.cuda import sass
+    test = CATALOG.get(f"matrix.{form.test}.sparse")
+    variant = tensor.variant_of(form)
+    arch = compile_arch(form)[3:]
+    out = tmp_path / f"{form.kernel}.cubin"
+    settings = tensor.defines(form, variant, variant.accumulators or test.accumulators)
+    done = subprocess.run([NVCC, "-cubin", f"-gencode=arch=compute_{arch},code=sm_{arch}", "--std=c++17",
+                           *(f"-D{k}={v}" for k, v in settings.items()), str(SHADERS / form.source), "-o", str(out)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "Advisory" not in done.stderr, done.stderr        # ptxas's advice on the mma.sp spelling
+    listing = sass.disassemble(out.read_bytes())
+    if listing is None:
+        pytest.skip("no SASS disassembler (nvdisasm or cuobjdump)")
+    return listing
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("form", SPARSE_FORMS, ids=[f"{f.test}-{f.name}" for f in SPARSE_FORMS])
+def test_sparse_forms_become_sparse_tensor_opcodes(tmp_path, form):
+    """Each step is one sparse tensor instruction (HGMMA.SP, HMMA.SP, ...), and nothing dense."""
+    found = tensor.tensor_opcodes(sass_listing(tmp_path, form))
+    test = CATALOG.get(f"matrix.{form.test}.sparse")
+    variant = tensor.variant_of(form)
+    steps = variant.unroll * (variant.accumulators or test.accumulators)
+    assert found == {form.opcode: steps}, found
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_sparse_wgmma_passes_the_metadata_register_and_selector(tmp_path):
+    form = next(f for f in SPARSE_FORMS if f.path == "wgmma.sp" and f.test == "bf16.fp32")
+    lines = [l for l in sass_listing(tmp_path, form).splitlines() if "HGMMA.SP" in l]
+    # HGMMA.SP.64x256x32.F32.BF16 R24, gdesc[UR4], R24, R152, 0x0 : D, descriptors, C, metadata, selector
+    assert all(re.search(r"gdesc\[UR\d+\], R\d+, R\d+, 0x0\b", l) for l in lines), lines
+    assert len({re.search(r"R\d+, (R\d+), 0x0", l).group(1) for l in lines}) == 1, "one metadata register"
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_ptxas_lowers_mma_sp_fp8_on_hopper(tmp_path):
+    """Why support() offers no mma.sp FP8 form on sm_90: ptxas turns it into FP16 HMMA.SP steps."""
+    from peakbench.cuda import sass
+    form = next(f for f in SPARSE_FORMS if f.path == "mma.sp" and f.test == "fp8_e4m3.fp32")
+    out = tmp_path / "fp8.cubin"
+    settings = tensor.defines(form, tensor.variant_of(form), 8)
+    done = subprocess.run([NVCC, "-cubin", "-gencode=arch=compute_90a,code=sm_90a", "--std=c++17",
+                           *(f"-D{k}={v}" for k, v in settings.items()), str(SHADERS / form.source), "-o", str(out)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    listing = sass.disassemble(out.read_bytes())
+    if listing is None:
+        pytest.skip("no SASS disassembler (nvdisasm or cuobjdump)")
+    found = tensor.tensor_opcodes(listing)
+    assert not form.issued(found) and any(op.startswith("HMMA.SP") for op in found), found
+    assert not tensor.native(form, (9, 0))

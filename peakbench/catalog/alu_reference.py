@@ -4,7 +4,7 @@ Per thread `gid`, accumulator k (0..A-1) starts at seeds[(gid*A + k) % SEEDS] (a
 and takes `steps` = iterations*unroll steps; the thread stores every accumulator, lanes kept
 apart, at out[(gid*A + k)*width + lane]. The step of each family:
   fma      x = fma(x, b, c) for floats (bfloat16 too, where a backend has a native FMA),
-           x*b + c (wrapping) for integers
+           x*b + c (wrapping) for integers, 64-bit ones included
   dot4x8   x = x + dot(int8x4(x), int8x4(b)) per 32-bit word, wrapping
   bf16dot  v = (dot(v, M[0]), ..., dot(v, M[n-1])) rounded to bfloat16, stored as f32
 The numbers are chosen so that the output depends on every seed and every step, and so that the
@@ -23,7 +23,7 @@ SEEDS = 256
 VERIFY_THREADS = 4096      # threads whose output the host recomputes (spread over the grid)
 
 DTYPES = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16,
-          "int32": np.int32, "int16": np.int16, "int8": np.int32, "bf16": np.float32}
+          "int64": np.int64, "int32": np.int32, "int16": np.int16, "int8": np.int32, "bf16": np.float32}
 
 # Relative tolerance where the host cannot reproduce the rounding exactly, by (kernel, type): a
 # float64 FMA (the float64 emulation rounds twice, at most half an ulp per step, and the chain
@@ -51,6 +51,13 @@ def make_inputs(kernel: str, dtype: str, width: int) -> AluInputs:
         steps = 128 if dtype == "bf16" else 256                # bfloat16 keeps 7 fraction bits
         seeds = (1.0 + ((i * 37) % steps) / steps).astype(t)   # [1, 2), exact in the type
         params = np.array([[63 / 64] * width, [1 / 32] * width], dtype=t)
+    elif kernel == "fma" and dtype == "int64":
+        # Knuth's MMIX multiplier and increment: both halves of every operand are nonzero, so
+        # no 32-bit piece of the 64-bit multiply-add is known to be zero.
+        with np.errstate(over="ignore"):
+            seeds = (i.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)).view(np.int64)
+        params = np.array([[6364136223846793005] * width, [1442695040888963407] * width],
+                          dtype=np.uint64).view(np.int64)
     elif kernel == "fma" and dtype == "int32":
         seeds = ((i * 2654435761) % 2**32).astype(np.uint32).view(np.int32)
         params = np.array([[1664525] * width, [1013904223] * width], dtype=np.int32)
@@ -102,6 +109,13 @@ def reference(kernel: str, dtype: str, inputs: AluInputs, accumulators: int, ste
             if dtype == "bf16":
                 x = round_bf16(x)
         return x
+    if kernel == "fma" and dtype == "int64":
+        b, c = (p.view(np.uint64) for p in inputs.params)   # numpy's uint64 arithmetic wraps
+        x = x.view(np.uint64)
+        with np.errstate(over="ignore"):
+            for _ in range(steps):
+                x = x * b + c
+        return x.view(np.int64)
     if kernel == "fma":
         bits = 32 if dtype == "int32" else 16
         b, c = (p.astype(np.int64) for p in inputs.params)

@@ -1,3 +1,46 @@
-"""Atomic read-modify-write throughput on global and shared memory."""
+"""Atomic read-modify-write throughput: 32-bit adds on global memory (each thread its own
+address, or one address per warp/wavefront) and on shared memory (each thread its own address).
 
-TESTS = ()
+Each thread does `unroll` atomic adds per loop iteration, `iterations` times (workloads/atomic.py):
+
+    atomic operations per thread = iterations * unroll
+
+An item is one atomic add of one thread and counts 1 op (AtomicTest.per_item). Variants: the
+element type, u32 everywhere and f32 where the API and hardware add floats natively.
+"""
+from dataclasses import dataclass
+
+from peakbench.catalog import TestSpec, Variant
+
+UNROLL = 16
+
+
+@dataclass(frozen=True)
+class AtomicTest(TestSpec):
+    """`space`: global or shared memory; `contended`: one address per warp/wavefront."""
+    space: str = "global"
+    contended: bool = False
+
+    def per_item(self, variant: Variant) -> float:
+        return variant.ops_per_step
+
+
+def element(dtype: str) -> Variant:
+    return Variant(dtype, 1, 1, UNROLL)
+
+
+VARIANTS = (element("u32"), element("f32"))
+
+
+def _atomic(name: str, space: str, contended: bool, description: str) -> AtomicTest:
+    return AtomicTest(name, "GOPS", "atomic", "u32", VARIANTS, 1, description, space, contended)
+
+
+TESTS = (
+    _atomic("atomic.global_add", "global", False,
+            "32-bit atomic add to global memory, each thread its own address (1 op per add)"),
+    _atomic("atomic.global_add_contended", "global", True,
+            "32-bit atomic add to global memory, one address per warp/wavefront (1 op per add)"),
+    _atomic("atomic.shared_add", "shared", False,
+            "32-bit atomic add to shared memory / LDS, each thread its own address (1 op per add)"),
+)

@@ -12,7 +12,9 @@ threads * iterations * unroll * accumulators of them.
 
 ops_per_step per kernel family (DESIGN.md op counting):
   fma      x = fma(x, b, c) on a width-lane vector: 2 ops per lane (a packed f16x2 FMA = 4);
-           integers x = x*b + c, likewise 2 ops per lane.
+           integers x = x*b + c, likewise 2 ops per lane (64-bit ones too, however many
+           32-bit instructions the hardware spends on one: the count is of the source's
+           multiply-adds, as vkpeak counts its int64 test).
   dot4x8   x = x + dot(bytes(x), bytes(b)) on packed 4x8-bit words: 8 ops per word.
   bf16dot  v = (dot(v, m0), dot(v, m1), ...) on an n-lane bfloat16 vector: each dot is n multiplies
            and n-1 adds, so n * (2n - 1) ops per step; no accumulate is folded in.
@@ -50,6 +52,9 @@ TESTS = (
     _alu("compute.bf16", "TFLOPS", "bf16dot", "bf16", [bf16dot(2, 32), bf16dot(4, 16)],
          "BF16 through the native bfloat16 dot product"),
     _alu("compute.int32", "TOPS", "fma", "int32", [fma(1, 64), fma(4, 16)], "INT32 multiply-add"),
+    _alu("compute.int64", "TOPS", "fma", "int64", [fma(1, 64), fma(2, 32)],
+         "INT64 multiply-add, wrapping (2 ops per multiply-add, as INT32; emulated in 32-bit "
+         "steps where the ALU has no 64-bit multiplier)"),
     _alu("compute.int16", "TOPS", "fma", "int16", [fma(1, 64), fma(2, 32)], "INT16 multiply-add"),
     _alu("compute.int8", "TOPS", "dot4x8", "int8", [dot4x8(1, 64), dot4x8(4, 16)],
          "INT8 4x8-bit dot product with 32-bit accumulate"),

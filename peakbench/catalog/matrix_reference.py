@@ -10,6 +10,14 @@ long the loop; the verification run uploads B2 = B1, so after one iteration each
 C0_k + unroll*A*B1 and the stored sum counts every step of every accumulator. Entries are -1, 0, 1
 times 1/8 (small integers for integer types), so every product and partial sum is exact even
 with FP16 accumulators: with unroll 4, 8 tiles and K <= 32 the sum stays under 2048/64.
+
+Sparse tests (matrix.*.sparse) take A 2:4 structured-sparse (SparseInputs): A is stored compressed,
+M x K/2, and one 32-bit metadata word follows B2. Each 4-bit field of the word names the two
+positions kept in a group of four consecutive K elements (i0 | i1 << 2, i0 < i1, PTX ISA "Sparse
+matrix storage"); 32-bit (TF32) operands are sparse 1:2, one element of each pair, spelled as
+the pair of 16-bit halves it covers (0b0100 the first, 0b1110 the second). Every field holds the
+same choice, so the word means the same whichever threads of a group supply it. The reference
+multiplies the A that the word expands the compressed values to: a wrong word is a wrong tile.
 """
 from __future__ import annotations
 
@@ -40,6 +48,63 @@ class MatrixInputs:
 
     def accumulators(self) -> bytes:
         return _encode(self.c0, self.accumulator)
+
+    def full_a(self) -> np.ndarray:
+        """A as an M x K matrix (what the reference multiplies)."""
+        return self.a
+
+
+# Metadata fields: the kept pair (i0, i1) of a 2:4 group as i0 | i1 << 2. 0b0000, 0b0101, 0b1010
+# and 0b1111 name one position twice (PTX ISA: undefined behaviour).
+PAIRS = {(i0, i1): i0 | i1 << 2 for i0 in range(4) for i1 in range(i0 + 1, 4)}
+# Metadata the kernels are verified with (two choices, so a kernel ignoring the word fails one) and
+# timed with; a 32-bit operand keeps one of each pair: the second, then the first.
+VERIFY_KEEP = {16: ((1, 3), (0, 2)), 8: ((1, 3), (0, 2)), 32: ((2, 3), (0, 1))}
+
+
+def metadata_word(keep: tuple[int, int]) -> int:
+    """The 32-bit metadata word with the kept pair `keep` in all eight fields."""
+    return PAIRS[keep] * 0x11111111
+
+
+def kept(word: int, bits: int) -> tuple[int, ...]:
+    """The positions a uniform metadata word keeps in each group of 4 (2:4) or, for 32-bit
+    operands, in each pair (1:2); a word whose fields differ or name a position twice is refused."""
+    fields = {(word >> (4 * i)) & 0xF for i in range(8)}
+    if len(fields) != 1:
+        raise ValueError(f"metadata word {word:#010x}: its fields differ (the kernels pass one word to every thread)")
+    field = fields.pop()
+    pair = (field & 3, field >> 2)
+    if pair not in PAIRS:
+        raise ValueError(f"metadata field {field:#06b} names position {pair[0]} twice (undefined in PTX)")
+    if bits == 32:
+        if pair not in ((0, 1), (2, 3)):
+            raise ValueError(f"metadata field {field:#06b}: a 32-bit operand keeps both halves of one element")
+        return (pair[0] // 2,)
+    return pair
+
+
+@dataclass(frozen=True)
+class SparseInputs(MatrixInputs):
+    """A 2:4 sparse A: `a` holds the compressed M x K/2 values, `metadata` the word placing them."""
+    metadata: int = 0
+    bits: int = 16           # operand element bits (32: the 1:2 sparsity of TF32)
+
+    def full_a(self) -> np.ndarray:
+        keep = kept(self.metadata, self.bits)
+        group = 2 * len(keep)
+        m, ka = self.a.shape
+        full = np.zeros((m, 2 * ka), dtype=self.a.dtype)
+        for j, position in enumerate(keep):
+            full[:, position::group] = self.a[:, j::len(keep)]
+        return full
+
+    def metadata_bytes(self) -> bytes:
+        """The word as it follows B2 in the operand buffer (little-endian)."""
+        return np.uint32(self.metadata).tobytes()
+
+    def operands(self, verify: bool) -> bytes:
+        return super().operands(verify) + self.metadata_bytes()
 
 
 def _pattern(shape, salt: int) -> np.ndarray:
@@ -80,10 +145,19 @@ def make_inputs(m: int, n: int, k: int, operand: str, accumulator: str, accumula
     return MatrixInputs(a, b, c0, operand, accumulator)
 
 
+def make_sparse_inputs(m: int, n: int, k: int, operand: str, accumulator: str, accumulators: int, bits: int,
+                       keep: tuple[int, int]) -> SparseInputs:
+    """make_inputs' values with A compressed to M x K/2, placed by the metadata word of `keep`."""
+    dense = make_inputs(m, n, k, operand, accumulator, accumulators)
+    return SparseInputs(dense.a[:, : k // 2], dense.b, dense.c0, operand, accumulator, metadata_word(keep),
+                        bits)
+
+
 def reference(inputs: MatrixInputs, unroll: int) -> np.ndarray:
-    """The tile every subgroup stores after one verification iteration, in float64 or int64."""
+    """The tile every subgroup stores after one verification iteration of `unroll` steps, in float64
+    or int64."""
     steps = unroll * inputs.c0.shape[0]
-    return inputs.c0.sum(axis=0) + steps * (inputs.a @ inputs.b)
+    return inputs.c0.sum(axis=0) + steps * (inputs.full_a() @ inputs.b)
 
 
 def compare(got: np.ndarray, want: np.ndarray) -> str | None:

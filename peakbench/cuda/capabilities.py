@@ -13,6 +13,7 @@ from peakbench.catalog import TestSpec
 
 MIN_CC = {"fp16": (5, 3), "bf16": (8, 0), "int8": (6, 1)}
 INSTRUCTION = {"fp64": "DFMA", "fp32": "FFMA", "fp16": "HFMA2", "bf16": "HFMA2.BF16", "int32": "IMAD",
+               "int64": "IMAD.WIDE.U32 + 2 IMAD + IADD3 (no 64-bit multiplier: 32-bit halves)",
                "int16": "IMAD (16-bit lanes in 32-bit registers)", "int8": "IDP.4A (dp4a)"}
 # Vector element types without an instruction, by the test's dtype.
 NO_VECTOR = {

@@ -6,12 +6,17 @@ Two kernel families, both under the contract of catalog/matrix_reference.py:
   registers;
 - shaders/tensor_wgmma.cu: warpgroup-level wgmma.mma_async (sm_90a), operands in shared memory read
   through descriptors, a 64 x 256 accumulator per warpgroup.
+- the sparse tests (matrix.*.sparse) through the same two kernels' sparse forms, mma.sp (sm_80 and
+  newer; the ::ordered_metadata spelling ptxas asks for) and wgmma.mma_async.sp (sm_90a), A 2:4
+  sparse with its metadata word (workloads/matrix_sparse.py); K is the logical K, so the ops
+  counted are the dense-equivalent 2*M*N*K.
 A variant is named `<path>:m<M>n<N>k<K>`; the best one is the test's value, every one lands in
 params["variants"].
 
 What is native where was read off ptxas (CUDA 13.0) output: sm_90 and sm_100 lower mma.sync FP8
 to FP16 conversions and HMMA, and mma.sync .s4 on sm_90 and newer to INT8 steps, so those paths
-are not offered there (a proxy type under another label). verify() also refuses a variant whose
+are not offered there (a proxy type under another label); the same holds for mma.sp FP8 on sm_90
+(HMMA.SP.16832.F32 steps). verify() also refuses a variant whose
 SASS, where a disassembler is installed, lacks the tensor opcode its form must issue.
 """
 from __future__ import annotations
@@ -27,6 +32,7 @@ from peakbench.catalog import matrix as catalog
 from peakbench.catalog import matrix_reference as ref
 from peakbench.cuda import sass
 from peakbench.workloads import matrix as shared
+from peakbench.workloads import matrix_sparse as sparse
 
 MMA_SOURCE, WGMMA_SOURCE = "tensor_mma.cu", "tensor_wgmma.cu"
 
@@ -49,13 +55,14 @@ class Form:
     """One tensor-core instruction: the test it measures, its path and shape, the struct that
     issues it in the kernel source (FORM), and the SASS opcode it must become."""
     test: str                  # "<operands>.<accumulator>", the test's dtype
-    path: str                  # "mma.sync" or "wgmma"
+    path: str                  # "mma.sync", "wgmma", or sparse "mma.sp", "wgmma.sp"
     kernel: str                # FORM: struct name in the source
     shape: tuple[int, int, int]
     instruction: str           # the PTX instruction (without operands)
     opcode: str                # SASS opcode prefix, e.g. HGMMA.64x256x16.F32.BF16
     archs: str                 # which compute capabilities run it natively (see native())
     also: tuple[str, ...] = () # the same opcode as older disassemblers spell it (DMMA.884)
+    sparse: bool = False       # A 2:4 sparse (mma.sp, wgmma.mma_async.sp): a matrix.*.sparse test's
 
     @property
     def name(self) -> str:
@@ -67,8 +74,12 @@ class Form:
         return any(op.startswith(want) for op in opcodes for want in (self.opcode, *self.also))
 
     @property
+    def warpgroup(self) -> bool:
+        return self.path.startswith("wgmma")
+
+    @property
     def source(self) -> str:
-        return MMA_SOURCE if self.path == "mma.sync" else WGMMA_SOURCE
+        return WGMMA_SOURCE if self.warpgroup else MMA_SOURCE
 
     @property
     def operand(self) -> str:
@@ -88,6 +99,17 @@ def _mma(test, kernel, shape, types, opcode, archs="sm80+", also=()):
 def _wgmma(test, kernel, k, types, opcode):
     return Form(test, "wgmma", kernel, (64, 256, k), f"wgmma.mma_async.sync.aligned.m64n256k{k}.{types}",
                 opcode, "sm90a")
+
+
+def _mma_sp(test, kernel, shape, types, opcode, archs="sm80+"):
+    m, n, k = shape
+    return Form(test, "mma.sp", kernel, shape, f"mma.sp::ordered_metadata.sync.aligned.m{m}n{n}k{k}.row.col.{types}",
+                opcode, archs, sparse=True)
+
+
+def _wgmma_sp(test, kernel, k, types, opcode):
+    return Form(test, "wgmma.sp", kernel, (64, 256, k),
+                f"wgmma.mma_async.sp.sync.aligned.m64n256k{k}.{types}", opcode, "sm90a", sparse=True)
 
 
 FORMS = (
@@ -110,6 +132,21 @@ FORMS = (
     _mma("fp64.fp64", "F64M16K4", (16, 8, 4), "f64.f64.f64.f64", "DMMA.16x8x4", "sm90"),
     _mma("fp64.fp64", "F64M16K8", (16, 8, 8), "f64.f64.f64.f64", "DMMA.16x8x8", "sm90"),
     _mma("fp64.fp64", "F64M16K16", (16, 8, 16), "f64.f64.f64.f64", "DMMA.16x8x16", "sm90"),
+    # Sparse: K is the logical K (the compressed A holds K/2), opcodes as ptxas 13.0 emits them.
+    _mma_sp("fp16.fp16", "F16F16Sp", (16, 8, 32), "f16.f16.f16.f16", "HMMA.SP.16832.F16"),
+    _wgmma_sp("fp16.fp16", "F16F16Sp", 32, "f16.f16.f16", "HGMMA.SP.64x256x32.F16"),
+    _mma_sp("fp16.fp32", "F16F32Sp", (16, 8, 32), "f32.f16.f16.f32", "HMMA.SP.16832.F32"),
+    _wgmma_sp("fp16.fp32", "F16F32Sp", 32, "f32.f16.f16", "HGMMA.SP.64x256x32.F32"),
+    _mma_sp("bf16.fp32", "Bf16F32Sp", (16, 8, 32), "f32.bf16.bf16.f32", "HMMA.SP.16832.F32.BF16"),
+    _wgmma_sp("bf16.fp32", "Bf16F32Sp", 32, "f32.bf16.bf16", "HGMMA.SP.64x256x32.F32.BF16"),
+    _mma_sp("tf32.fp32", "Tf32F32Sp", (16, 8, 16), "f32.tf32.tf32.f32", "HMMA.SP.16816.F32.TF32"),
+    _wgmma_sp("tf32.fp32", "Tf32F32Sp", 16, "f32.tf32.tf32", "HGMMA.SP.64x256x16.F32.TF32"),
+    _mma_sp("fp8_e4m3.fp32", "E4m3F32Sp", (16, 8, 64), "f32.e4m3.e4m3.f32", "QMMA.SP.16864.F32.E4M3.E4M3", "fp8"),
+    _wgmma_sp("fp8_e4m3.fp32", "E4m3F32Sp", 64, "f32.e4m3.e4m3", "QGMMA.SP.64x256x64.F32.E4M3.E4M3"),
+    _mma_sp("fp8_e5m2.fp32", "E5m2F32Sp", (16, 8, 64), "f32.e5m2.e5m2.f32", "QMMA.SP.16864.F32.E5M2.E5M2", "fp8"),
+    _wgmma_sp("fp8_e5m2.fp32", "E5m2F32Sp", 64, "f32.e5m2.e5m2", "QGMMA.SP.64x256x64.F32.E5M2.E5M2"),
+    _mma_sp("int8.int32", "S8S32Sp", (16, 8, 64), "s32.s8.s8.s32", "IMMA.SP.16864.S8.S8"),
+    _wgmma_sp("int8.int32", "S8S32Sp", 64, "s32.s8.s8", "IGMMA.SP.64x256x64.S8.S8"),
 )
 
 
@@ -128,13 +165,19 @@ def _arch(rt) -> str:
     return getattr(rt, "arch", None) or "sm_%d%d" % tuple(rt.cc)
 
 
+def measures(form: Form, test: TestSpec) -> bool:
+    """Whether `form` is an instruction of `test` (its types, and sparse for a sparse test)."""
+    return form.test == test.dtype and form.sparse == catalog.is_sparse(test)
+
 
 def support(test: TestSpec, rt) -> str | None:
     """None when at least one path runs the test natively here, else the reason."""
     a, c = test.types
     cc, arch = tuple(rt.cc), _arch(rt)
-    if any(native(f, cc) for f in FORMS if f.test == test.dtype):
+    if any(native(f, cc) for f in FORMS if measures(f, test)):
         return None
+    if catalog.is_sparse(test) and cc < (8, 0):
+        return f"[hardware] {arch} has no sparse tensor cores (2:4 sparsity arrives with Ampere, sm_80)"
     if cc < (8, 0):
         return (f"[api] the CUDA tensor-core kernels issue mma.sync shapes of sm_80 and newer "
                 f"(m16n8k16 and wider); {arch} is older")
@@ -161,12 +204,12 @@ def support(test: TestSpec, rt) -> str | None:
 def forms(test: TestSpec, rt) -> list[Form]:
     """The forms that run `test` natively on this device, mma.sync first."""
     cc = tuple(rt.cc)
-    return [f for f in FORMS if f.test == test.dtype and native(f, cc)]
+    return [f for f in FORMS if measures(f, test) and native(f, cc)]
 
 
 def variant_of(form: Form) -> Variant:
     m, n, k = form.shape
-    if form.path == "wgmma":
+    if form.warpgroup:
         return Variant(form.name, width=1, ops_per_step=2 * m * n * k, unroll=catalog.UNROLL, shape=form.shape,
                        accumulators=WGMMA_ACC, scope="warpgroup", invocations=128)
     return Variant(form.name, width=1, ops_per_step=2 * m * n * k, unroll=catalog.UNROLL, shape=form.shape,
@@ -179,7 +222,7 @@ def variants(test: TestSpec, rt) -> tuple[Variant, ...]:
 
 def find_form(test: TestSpec, name: str) -> Form:
     for f in FORMS:
-        if f.test == test.dtype and f.name == name:
+        if measures(f, test) and f.name == name:
             return f
     raise KeyError(f"{test.name} has no tensor-core variant {name}")
 
@@ -187,7 +230,7 @@ def find_form(test: TestSpec, name: str) -> Form:
 def defines(form: Form, variant: Variant, accumulators: int) -> dict:
     """The -D settings of one variant's kernel."""
     settings = {"FORM": form.kernel, "ACC": accumulators, "UNROLL": variant.unroll}
-    if form.path == "wgmma":
+    if form.warpgroup:
         settings["WARPGROUPS"] = WGMMA_GROUPS
     else:
         settings.update(WARPS=MMA_WARPS, MIN_BLOCKS=MMA_MIN_BLOCKS)
@@ -195,7 +238,7 @@ def defines(form: Form, variant: Variant, accumulators: int) -> dict:
 
 
 def kernel_name(form: Form) -> str:
-    return "wgmma_peak" if form.path == "wgmma" else "mma_peak"
+    return "wgmma_peak" if form.warpgroup else "mma_peak"
 
 
 def encode_int4(values: np.ndarray) -> bytes:
@@ -225,7 +268,7 @@ class TensorWorkload(shared.MatrixWorkload):
     def __init__(self, test: TestSpec, variant: Variant, rt):
         self.form = form = find_form(test, variant.name)
         m, n, k = form.shape
-        wgmma = form.path == "wgmma"
+        wgmma = form.warpgroup
         self.accumulators = variant.accumulators or test.accumulators
         settings = defines(form, variant, self.accumulators)
         self.block = 128 * WGMMA_GROUPS if wgmma else 32 * MMA_WARPS
@@ -238,8 +281,11 @@ class TensorWorkload(shared.MatrixWorkload):
         self.grid = rt.limits.units * per_unit
         self.owners = self.grid * self.owners_per_block
         encoding = ENCODING.get(form.operand, form.operand)
-        self.setup(test, variant, rt, ref.make_inputs(m, n, k, encoding, form.accumulator, self.accumulators),
-                   form.accumulator)
+        if form.sparse:
+            inputs = sparse.inputs(form.shape, encoding, form.accumulator, self.accumulators, BITS[form.operand])
+        else:
+            inputs = ref.make_inputs(m, n, k, encoding, form.accumulator, self.accumulators)
+        self.setup(test, variant, rt, inputs, form.accumulator)
         self.params = {
             "variant": variant.name, "path": form.path, "shape": f"m{m}n{n}k{k}", "instruction": form.instruction,
             "source": f"shaders/{form.source}", "form": form.kernel, "operands": form.operand,
@@ -247,8 +293,11 @@ class TensorWorkload(shared.MatrixWorkload):
             ("warpgroups_per_block" if wgmma else "warps_per_block"): self.owners_per_block,
             "blocks_per_sm": per_unit, "tile_owners": self.owners, "accumulators": self.accumulators,
             "unroll": variant.unroll, "ops_per_step": variant.ops_per_step,
-            "shared_bytes": (m * k + 2 * k * n) * BITS[form.operand] // 8 if wgmma else 0,
+            "shared_bytes": (m * k // (2 if form.sparse else 1) + 2 * k * n) * BITS[form.operand] // 8 if wgmma else 0,
             "arch": _arch(rt)}
+        if form.sparse:
+            self.params.update(ops_counted=sparse.OPS_COUNTED, sparsity="2:4" if BITS[form.operand] < 32 else
+                               "1:2 (TF32)", metadata=f"{inputs.metadata:#010x}", sparsity_selector=0)
         registers = self._attribute(4)        # CU_FUNC_ATTRIBUTE_NUM_REGS
         if registers:
             self.params["registers"] = registers
@@ -288,5 +337,11 @@ class TensorWorkload(shared.MatrixWorkload):
         return None
 
 
+class SparseTensorWorkload(sparse.SparseMatrixWorkload, TensorWorkload):
+    """A sparse form: TensorWorkload's kernel and geometry, verified with each metadata word."""
+
+
 def workload(test: TestSpec, variant: Variant, rt) -> TensorWorkload:
+    if find_form(test, variant.name).sparse:
+        return SparseTensorWorkload(test, variant, rt)
     return TensorWorkload(test, variant, rt)

@@ -1,7 +1,13 @@
 """Matrix tests on AMD matrix cores: MFMA on CDNA, WMMA on RDNA3/RDNA4. Each instruction the
 capability table (targets.py) lists for the target and the test's types is one variant (named by
 its M x N x K), run by shaders/matrix_amd.cu under the contract of catalog/matrix_reference.py and
-verified exactly against the host reference, as the Vulkan and CUDA matrix tests are."""
+verified exactly against the host reference, as the Vulkan and CUDA matrix tests are.
+
+Sparse tests (matrix.*.sparse) run CDNA3's and CDNA4's 2:4 sparse MFMA (v_smfmac_*: FP16, BF16,
+INT8, FP8 with FP32/INT32 accumulators; clang's __builtin_amdgcn_smfmac_*) through the SPARSE forms
+below, A compressed with its metadata word (workloads/matrix_sparse.py), ops counted
+dense-equivalent. RDNA4's sparse WMMA (v_swmmac_*) is not issued (matrix_amd.cu has no such form):
+those say [api]; no AMD target has a sparse TF32 instruction, and older targets no sparse one."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,8 +17,10 @@ from peakbench.catalog import TestSpec, Variant
 from peakbench.catalog import matrix as catalog
 from peakbench.catalog import matrix_reference as ref
 from peakbench.rocm import targets
+from peakbench.rocm.targets import Mma
 from peakbench.listing import instruction_mix, opcodes
 from peakbench.workloads import matrix as shared
+from peakbench.workloads import matrix_sparse as sparse
 
 SOURCE = "matrix_amd.cu"
 WAVES = 4                  # waves per block
@@ -23,17 +31,63 @@ FNUZ = {"fp8_e4m3": 8, "fp8_e5m2": 16}    # CDNA3's FP8 exponent biases (OCP's +
 
 
 
+# 2:4 sparse MFMA (SMFMAC), CDNA3 (gfx940-gfx942) and CDNA4 (gfx950), wave64, by the test's dtype:
+# the FORM of shaders/matrix_amd.cu and the builtin (K is the logical K).
+_SMFMAC = {
+    "fp16.fp32": (Mma("SmfmacF16_16x16x32", "smfmac_f32_16x16x32_f16", 16, 16, 32),
+                  Mma("SmfmacF16_32x32x16", "smfmac_f32_32x32x16_f16", 32, 32, 16)),
+    "bf16.fp32": (Mma("SmfmacBf16_16x16x32", "smfmac_f32_16x16x32_bf16", 16, 16, 32),
+                  Mma("SmfmacBf16_32x32x16", "smfmac_f32_32x32x16_bf16", 32, 32, 16)),
+    "int8.int32": (Mma("SmfmacI8_16x16x64", "smfmac_i32_16x16x64_i8", 16, 16, 64),
+                   Mma("SmfmacI8_32x32x32", "smfmac_i32_32x32x32_i8", 32, 32, 32)),
+    "fp8_e4m3.fp32": (Mma("SmfmacFp8_16x16x64", "smfmac_f32_16x16x64_fp8_fp8", 16, 16, 64),
+                      Mma("SmfmacFp8_32x32x32", "smfmac_f32_32x32x32_fp8_fp8", 32, 32, 32)),
+    "fp8_e5m2.fp32": (Mma("SmfmacBf8_16x16x64", "smfmac_f32_16x16x64_bf8_bf8", 16, 16, 64),
+                      Mma("SmfmacBf8_32x32x32", "smfmac_f32_32x32x32_bf8_bf8", 32, 32, 32)),
+}
+SPARSE_FORMS = {"CDNA3": _SMFMAC, "CDNA4": _SMFMAC}
+# Sparse instructions no form here issues (clang 22: __builtin_amdgcn_swmmac_* for gfx12).
+SWMMAC = ("fp16.fp32", "fp16.fp16", "bf16.fp32", "int8.int32", "fp8_e4m3.fp32", "fp8_e5m2.fp32")
+BITS = {"fp16": 16, "bf16": 16, "int8": 8, "fp8_e4m3": 8, "fp8_e5m2": 8}
+
+
+def forms(test: TestSpec, arch: str) -> tuple[Mma, ...]:
+    """The instructions that run `test` on `arch`: the table's, or for a sparse test SPARSE_FORMS'."""
+    if not catalog.is_sparse(test):
+        return targets.matrix_forms(arch, test.name)
+    fam = targets.family(arch)
+    return SPARSE_FORMS.get(fam.name, {}).get(test.dtype, ()) if fam else ()
+
+
+def sparse_support(test: TestSpec, arch: str) -> str | None:
+    fam, target = targets.family(arch), targets.base_target(arch)
+    if fam is None:
+        return targets.matrix_support(arch, test.name)
+    if forms(test, arch):
+        return None
+    a, c = test.types
+    if fam.name == "RDNA4" and test.dtype in SWMMAC:
+        return (f"[api] {target} has 2:4 sparse WMMA (v_swmmac_*) for {test.dtype}; shaders/matrix_amd.cu "
+                f"does not issue it")
+    if fam.name in SPARSE_FORMS or fam.name == "RDNA4":
+        return f"[hardware] {target} has no sparse {a.upper()} x {a.upper()} + {c.upper()} matrix instruction"
+    return (f"[hardware] {target} ({fam.name}) has no sparse matrix instruction (2:4 sparse MFMA, "
+            f"v_smfmac, arrives with CDNA3 gfx940; sparse WMMA, v_swmmac, with RDNA4 gfx12)")
+
+
 def support(test: TestSpec, rt) -> str | None:
+    if catalog.is_sparse(test):
+        return sparse_support(test, rt.arch)
     return targets.matrix_support(rt.arch, test.name)
 
 
 def variants(test: TestSpec, rt) -> tuple[Variant, ...]:
     """One subgroup-scope shape per instruction the target has for these types."""
-    return tuple(dict.fromkeys(catalog.shape(f.m, f.n, f.k) for f in targets.matrix_forms(rt.arch, test.name)))
+    return tuple(dict.fromkeys(catalog.shape(f.m, f.n, f.k) for f in forms(test, rt.arch)))
 
 
 def form_for(test: TestSpec, variant: Variant, arch: str) -> targets.Mma:
-    for f in targets.matrix_forms(arch, test.name):
+    for f in forms(test, arch):
         if f.shape == tuple(variant.shape):
             return f
     raise Unsupported(f"[hardware] {targets.base_target(arch)} has no {test.dtype} matrix instruction of "
@@ -103,7 +157,11 @@ class MatrixWorkload(shared.MatrixWorkload):
         self.kernel = rt.compile(SOURCE, defines, "mma_peak", block=WAVES * self.wave, args="bbbu")
         self.grid = max(1, rt.limits.units * BLOCKS_PER_UNIT)
         self.owners = self.grid * WAVES                        # one tile set per wave
-        self.setup(test, variant, rt, ref.make_inputs(m, n, k, a, c, self.accumulators), c)
+        if catalog.is_sparse(test):
+            inputs = sparse.inputs(self.form.shape, a, c, self.accumulators, BITS[a])
+        else:
+            inputs = ref.make_inputs(m, n, k, a, c, self.accumulators)
+        self.setup(test, variant, rt, inputs, c)
         self.params = {"variant": variant.name, "kernel": f"{SOURCE} ({self.form.form})", "m": m, "n": n, "k": k,
                        "operands": a, "accumulator": c, "block": WAVES * self.wave, "blocks": self.grid,
                        "tile_owners": self.owners, "wave": self.wave, "accumulators": self.accumulators,
@@ -115,6 +173,8 @@ class MatrixWorkload(shared.MatrixWorkload):
                                              else "OCP (E4M3 bias 7, E5M2 bias 15)")
         if self.form.fmt is not None:
             self.evidence["scale"] = "E8M0 1.0 for A and B (unscaled)"
+        if catalog.is_sparse(test):
+            self.params.update(ops_counted=catalog.OPS_COUNTED, sparsity="2:4", metadata=f"{inputs.metadata:#010x}")
         listing = rt.disassemble(self.kernel)
         if listing:
             ops = opcodes(listing)
@@ -122,8 +182,15 @@ class MatrixWorkload(shared.MatrixWorkload):
             self.evidence["matrix_instructions"] = sum(1 for op in ops if self.form.issued_by(op))
 
     def operands(self, verify: bool) -> bytes:
-        return operand_bytes(self.inputs, verify, self.fp8)
+        data = operand_bytes(self.inputs, verify, self.fp8)
+        return data + self.inputs.metadata_bytes() if isinstance(self.inputs, ref.SparseInputs) else data
+
+
+class SparseMfmaWorkload(sparse.SparseMatrixWorkload, MatrixWorkload):
+    """An SMFMAC form: MatrixWorkload's kernel and launch, verified with each metadata word."""
 
 
 def workload(test: TestSpec, variant: Variant, rt) -> MatrixWorkload:
+    if catalog.is_sparse(test):
+        return SparseMfmaWorkload(test, variant, rt)
     return MatrixWorkload(test, variant, rt)

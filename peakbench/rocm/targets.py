@@ -133,6 +133,10 @@ _ALU_COMMON = {
     "compute.fp16": "v_pk_fma_f16",
     "compute.int32": "v_mul_lo_u32 + v_add_u32 (no 32-bit integer multiply-add instruction)",
     "compute.int16": "v_mad_u16 / v_pk_mad_u16",
+    # No 64-bit multiplier: the low halves' 32x32->64 multiply-add, the two cross products and
+    # their sum into the high half [LLVM22].
+    "compute.int64": "v_mad_u64_u32 + v_add3_u32 (and two v_mul_lo_u32 for the cross products: "
+                     "no 64-bit integer multiply instruction)",
 }
 ALU_GCN = {**_ALU_COMMON, "compute.int8": "v_dot4_i32_i8 (__builtin_amdgcn_sdot4, dot1-insts)"}
 # RDNA has no v_mul_lo_u32 + v_add_u32 pair in the loop: LLVM 22 folds each step into one 64-bit
@@ -141,6 +145,8 @@ _RDNA_INT32 = "v_mad_u64_u32 / v_mad_co_u64_u32 (one 64-bit multiply-add a step,
 ALU_RDNA2 = {**ALU_GCN, "compute.int32": _RDNA_INT32}
 ALU_RDNA3 = {**_ALU_COMMON, "compute.int32": _RDNA_INT32,
              "compute.int8": "v_dot4_i32_iu8 (__builtin_amdgcn_sudot4, dot8-insts)"}
+ALU_RDNA4 = {**ALU_RDNA3, "compute.int64": "v_mad_co_u64_u32 + v_add3_u32 (and two v_mul_lo_u32 for the "
+                                           "cross products: no 64-bit integer multiply instruction)"}
 # CDNA2+ also pairs FP32 lanes into v_pk_fma_f32 where the compiler vectorizes.
 ALU_CDNA2 = {**ALU_GCN, "compute.fp32": "v_fma_f32 / v_pk_fma_f32"}
 
@@ -264,7 +270,7 @@ RDNA3 = Family(
     })
 
 RDNA4 = Family(
-    "RDNA4", ("gfx1200", "gfx1201"), 32, "ocp", ALU_RDNA3,
+    "RDNA4", ("gfx1200", "gfx1201"), 32, "ocp", ALU_RDNA4,
     matrix={"matrix.fp16.fp32": (W12_F16F32,), "matrix.fp16.fp16": (W12_F16F16,),
             "matrix.bf16.fp32": (W12_BF16F32,), "matrix.int8.int32": (W12_I8,),
             "matrix.int4.int32": (W12_I4_K32, W12_I4), "matrix.fp8_e4m3.fp32": (W12_FP8,),

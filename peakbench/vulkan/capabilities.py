@@ -17,7 +17,8 @@ STREAM = StreamKernel("mem_stream.comp", "main")
 EMPTY = ("empty.comp", "main")
 LAUNCH_PARAMS = {"dispatch": "1 workgroup of 1 invocation, recorded once",
                  "timed": "vkQueueSubmit to fence signalled, host clock"}
-CHASE_PATH = "storage-buffer loads (vector memory), one invocation"
+CHASE_PATH = {True: "buffer-reference loads of the next node's address (GL_EXT_buffer_reference), one invocation",
+              False: "storage-buffer loads of the next node's index (vector memory), one invocation"}
 # Stream layouts whose shader reduces with subgroup arithmetic (mem_stream.comp, LAYOUT 2).
 SUBGROUP_LAYOUTS = ("rows",)
 
@@ -27,6 +28,7 @@ GLSL_TYPES = {
     ("fp32", 1): "float", ("fp32", 2): "vec2", ("fp32", 4): "vec4",
     ("fp16", 1): "float16_t", ("fp16", 2): "f16vec2", ("fp16", 4): "f16vec4",
     ("int32", 1): "int", ("int32", 2): "ivec2", ("int32", 4): "ivec4",
+    ("int64", 1): "int64_t", ("int64", 2): "i64vec2", ("int64", 4): "i64vec4",
     ("int16", 1): "int16_t", ("int16", 2): "i16vec2", ("int16", 4): "i16vec4",
 }
 
@@ -35,6 +37,7 @@ NEEDS = {
     "fp64": ("shaderFloat64",),
     "fp16": ("shaderFloat16", "storageBuffer16BitAccess"),
     "int16": ("shaderInt16", "storageBuffer16BitAccess"),
+    "int64": ("shaderInt64",),
     "int8": ("shaderIntegerDotProduct",),
     "bf16": ("shaderBFloat16Type", "shaderBFloat16DotProduct"),
 }
@@ -62,7 +65,13 @@ def module(test: TestSpec):
     return importlib.import_module(name) if name else None
 
 
+NO_SPARSE = ("[api] Vulkan has no sparse cooperative matrix: VK_KHR_cooperative_matrix and "
+             "VK_NV_cooperative_matrix2 multiply dense operands only (no 2:4 metadata operand)")
+
+
 def support(test: TestSpec, rt) -> str | None:
+    if test.family == "matrix" and getattr(test, "sparse", False):
+        return NO_SPARSE
     if test.family == "matrix":
         return coopmat.support(test, rt)
     if test.family == "gemm":
@@ -123,7 +132,10 @@ def workload(test: TestSpec, variant: Variant, rt):
 
 
 def chase_kernel(rt) -> ChaseKernel:
-    """mem_chase.comp: the subgroup clock's two 32-bit halves at words 1-4 of its output."""
-    return ChaseKernel("mem_chase.comp", "main", clock_word=1, path=CHASE_PATH, max_rounds=rt.max_rounds)
+    """mem_chase.comp: the subgroup clock's two 32-bit halves at words 1-4 of its output; a pointer
+    chase where the device has buffer device addresses, else an index chase."""
+    pointer = rt.caps.has("bufferDeviceAddress")
+    return ChaseKernel("mem_chase.comp", "main", clock_word=1, path=CHASE_PATH[pointer], max_rounds=rt.max_rounds,
+                       pointer=pointer)
 
 

@@ -1,0 +1,228 @@
+"""The vendor GEMM through the API that cuBLASLt and hipBLASLt share (hipBLASLt is a port of
+cuBLASLt: the same calls under another prefix, with its own enum values and structure sizes),
+called through ctypes: CuPy binds cuBLAS but not cuBLASLt, and hip-python binds neither library.
+
+`Api` is one library's names and numbers (cuda/gemm.py, rocm/gemm.py); `Lt` makes its calls;
+`LtGemm` is the GEMM object workloads/gemm.py drives, over a backend's memory and timer hooks.
+The algorithm: the library's heuristic offers up to CANDIDATES for the shape; each is timed for
+a few GEMMs and the fastest is kept (evidence["algorithms"] lists them all).
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import numpy as np
+
+from peakbench.backend import Unsupported
+from peakbench.workloads.gemm import STORAGE
+
+CANDIDATES = 8            # algorithms asked of the heuristic
+TRIAL_GEMMS = 3           # GEMMs timed per candidate (after one untimed)
+WORKSPACE = 32 << 20      # bytes: NVIDIA recommends 32 MiB of workspace on Hopper (cuBLAS docs, cublasSetWorkspace)
+SCALE_STRIDE = 16          # bytes between the A and B scale factors (each 16-byte aligned)
+SCALE_CT = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i32": ctypes.c_int32}
+
+
+@dataclass(frozen=True)
+class Api:
+    """One BLASLt library: its name, C prefix, the shared objects to try, and its numbers."""
+    name: str                    # "cuBLASLt"
+    prefix: str                  # "cublasLt"
+    sonames: tuple[str, ...]
+    data: dict                   # peakbench type -> the library's data-type enum
+    compute: dict                # operand type -> (compute-type enum, scale type "f32" | "f64" | "i32")
+    scale_data: dict             # scale type -> data-type enum
+    op_n: int
+    op_t: int
+    transa: int                  # matmul-descriptor attributes
+    transb: int
+    a_scale: int
+    b_scale: int
+    workspace_pref: int          # the preference attribute for the workspace limit
+    algo_bytes: int              # sizeof(the library's MatmulAlgo_t)
+    status: dict                 # status code -> name
+    not_supported: int
+
+
+class LtError(RuntimeError):
+    pass
+
+
+def load(api: Api, loader=ctypes.CDLL):
+    """The library, or Unsupported([toolchain]) naming what was tried."""
+    for name in api.sonames:
+        try:
+            return loader(name)
+        except OSError:
+            continue
+    raise Unsupported(f"[toolchain] {api.name} is not installed or not on the library path"
+                      f" (tried {', '.join(api.sonames)})")
+
+
+class Lt:
+    """The BLASLt calls, each checked: a failing call raises naming itself and its status;
+    NOT_SUPPORTED from the heuristic (no kernel for these types here) is Unsupported([api])."""
+
+    def __init__(self, api: Api, lib):
+        self.api, self.lib = api, lib
+        self._objects = []        # (destroy function, descriptor) in creation order
+        self.handle = ctypes.c_void_p()
+        self.call("Create", ctypes.byref(self.handle))
+
+    def call(self, fn: str, *args) -> None:
+        status = getattr(self.lib, self.api.prefix + fn)(*args)
+        if status:
+            name = self.api.status.get(status, "unknown status")
+            raise LtError(f"{self.api.prefix}{fn} returned {status} ({name})")
+
+    def _create(self, kind: str, *args) -> ctypes.c_void_p:
+        out = ctypes.c_void_p()
+        self.call(f"{kind}Create", ctypes.byref(out), *args)
+        self._objects.append((f"{kind}Destroy", out))
+        return out
+
+    def _set(self, fn: str, obj, attr: int, value) -> None:
+        self.call(fn, obj, ctypes.c_int(attr), ctypes.byref(value), ctypes.c_size_t(ctypes.sizeof(value)))
+
+    def layout(self, kind: str, rows: int, cols: int) -> ctypes.c_void_p:
+        """A column-major rows x cols matrix of `kind`, leading dimension rows."""
+        return self._create("MatrixLayout", ctypes.c_int(self.api.data[kind]), ctypes.c_uint64(rows),
+                            ctypes.c_uint64(cols), ctypes.c_int64(rows))
+
+    def plan(self, types, m: int, n: int, k: int, scales: tuple[int, int] | None) -> "Plan":
+        """The descriptors of D = op(A) op(B), TN, and the heuristic's algorithms for them."""
+        api = self.api
+        compute, scale = api.compute[types.operand]
+        desc = self._create("MatmulDesc", ctypes.c_int(compute), ctypes.c_int(api.scale_data[scale]))
+        self._set("MatmulDescSetAttribute", desc, api.transa, ctypes.c_int32(api.op_t))
+        self._set("MatmulDescSetAttribute", desc, api.transb, ctypes.c_int32(api.op_n))
+        if scales:        # FP8: the per-tensor scale factors (device floats of 1.0)
+            self._set("MatmulDescSetAttribute", desc, api.a_scale, ctypes.c_void_p(scales[0]))
+            self._set("MatmulDescSetAttribute", desc, api.b_scale, ctypes.c_void_p(scales[1]))
+        a, b = self.layout(types.operand, k, m), self.layout(types.operand, k, n)
+        d = self.layout(types.output, m, n)
+        pref = self._create("MatmulPreference")
+        self._set("MatmulPreferenceSetAttribute", pref, api.workspace_pref, ctypes.c_uint64(WORKSPACE))
+        result = ctypes.c_uint8 * (api.algo_bytes + 32)    # HeuristicResult: algo, size_t, status, float, int[4]
+        results, found = (result * CANDIDATES)(), ctypes.c_int(0)
+        try:
+            self.call("MatmulAlgoGetHeuristic", self.handle, desc, a, b, d, d, pref, ctypes.c_int(CANDIDATES),
+                      results, ctypes.byref(found))
+        except LtError as e:
+            if f"returned {api.not_supported} " not in str(e):
+                raise
+            found.value = 0
+        algos = [bytes(r) for r in results[:found.value] if _state(r, api) == 0]
+        if not algos:
+            raise Unsupported(f"[api] {api.name} offers no algorithm for {types.operand} x {types.operand}"
+                              f" -> {types.output} ({types.accumulator} accumulate) on this GPU")
+        return Plan(desc, a, b, d, algos, SCALE_CT[scale])
+
+    def bind(self, plan: "Plan", algo: int, a: int, b: int, d: int, accumulate: bool, workspace: int,
+             stream: int):
+        """One GEMM, D = A x B (+ D when accumulating), as a call with its arguments made once."""
+        alpha, beta = plan.scalar(1), plan.scalar(1 if accumulate else 0)
+        chosen = (ctypes.c_uint8 * self.api.algo_bytes).from_buffer_copy(plan.algos[algo][:self.api.algo_bytes])
+        args = (self.handle, plan.desc, ctypes.byref(alpha), ctypes.c_void_p(a), plan.a, ctypes.c_void_p(b), plan.b,
+                ctypes.byref(beta), ctypes.c_void_p(d), plan.d, ctypes.c_void_p(d), plan.d, ctypes.byref(chosen),
+                ctypes.c_void_p(workspace), ctypes.c_size_t(WORKSPACE), ctypes.c_void_p(stream))
+        return lambda: self.call("Matmul", *args)
+
+    def close(self) -> None:
+        for fn, obj in reversed(self._objects):
+            getattr(self.lib, self.api.prefix + fn)(obj)
+        self._objects.clear()
+        if self.handle:
+            getattr(self.lib, self.api.prefix + "Destroy")(self.handle)
+            self.handle = ctypes.c_void_p()
+
+
+def _state(result, api: Api) -> int:
+    """A HeuristicResult's status field (after the algo and the size_t workspace size)."""
+    return int.from_bytes(bytes(result)[api.algo_bytes + 8:api.algo_bytes + 12], "little", signed=True)
+
+
+@dataclass
+class Plan:
+    desc: ctypes.c_void_p
+    a: ctypes.c_void_p
+    b: ctypes.c_void_p
+    d: ctypes.c_void_p
+    algos: list                  # each candidate's HeuristicResult, as bytes
+    scalar: type                 # the ctypes type of alpha and beta
+
+
+class LtGemm:
+    """The GEMM object of workloads/gemm.py over one BLASLt library. A backend supplies the hooks:
+    alloc(nbytes) -> buffer, pointer(buffer) -> int, upload(buffer, array), zero(buffer),
+    timed(calls) -> GPU seconds of calls() on `stream`, output(buffer, m, indices, dtype), free()."""
+    stream = 0
+
+    def __init__(self, api: Api, lib):
+        self.api, self.lib, self.lt, self.buffers = api, lib, None, {}
+        self.algo = 0
+
+    def prepare(self, types, m: int, n: int, k: int, a: np.ndarray, b: np.ndarray) -> dict:
+        self.types, self.m = types, m
+        self.lt = Lt(self.api, self.lib)
+        out_bytes = np.dtype(STORAGE[types.output]).itemsize * m * n
+        for name, nbytes in (("a", a.nbytes), ("b", b.nbytes), ("d", out_bytes), ("workspace", WORKSPACE)):
+            self.buffers[name] = self.alloc(nbytes)
+        self.upload(self.buffers["a"], self.encode(types.operand, a))
+        self.upload(self.buffers["b"], self.encode(types.operand, b))
+        scales = None
+        if types.operand.startswith("fp8"):
+            self.buffers["scales"] = self.alloc(SCALE_STRIDE * 2)
+            self.upload(self.buffers["scales"], np.ones(SCALE_STRIDE // 2, np.float32))
+            base = self.pointer(self.buffers["scales"])
+            scales = (base, base + SCALE_STRIDE)
+        self.plan = self.lt.plan(types, m, n, k, scales)
+        times = []
+        for i in range(len(self.plan.algos)):
+            self.algo = i
+            self.run(1)
+            times.append(self.run(TRIAL_GEMMS) / TRIAL_GEMMS)
+        self.algo = min(range(len(times)), key=times.__getitem__)
+        return {"library": self.version(), "algorithm": self.describe(self.algo),
+                "algorithms": [f"{i}: {self.describe(i)}: {t * 1e3:.3f} ms" for i, t in enumerate(times)],
+                "chosen": f"candidate {self.algo} of {len(times)} the heuristic offered (fastest of"
+                          f" {TRIAL_GEMMS} GEMMs each)", "workspace_bytes": WORKSPACE}
+
+    def run(self, count: int, accumulate: bool = False) -> float:
+        ptr = {name: self.pointer(buf) for name, buf in self.buffers.items()}
+        gemm = self.lt.bind(self.plan, self.algo, ptr["a"], ptr["b"], ptr["d"], accumulate, ptr["workspace"],
+                            self.stream)
+
+        def calls():
+            for _ in range(count):
+                gemm()
+        return self.timed(calls)
+
+    def clear(self) -> None:
+        self.zero(self.buffers["d"])
+
+    def output(self, rows, cols) -> np.ndarray:
+        """D[rows[i], cols[i]] (column-major: element rows[i] + cols[i] * M)."""
+        index = np.asarray(rows, np.int64) + np.asarray(cols, np.int64) * self.m
+        return self.read(self.buffers["d"], index, STORAGE[self.types.output])
+
+    def encode(self, kind: str, values: np.ndarray) -> np.ndarray:
+        """The operand as the library reads it (the host's encoding unless a backend differs)."""
+        return values
+
+    def version(self) -> str:
+        return self.api.name
+
+    def describe(self, i: int) -> str:
+        return f"heuristic candidate {i}"
+
+    def close(self) -> None:
+        try:
+            if self.lt:
+                self.lt.close()
+        finally:
+            self.lt = None
+            for buf in self.buffers.values():
+                self.free(buf)
+            self.buffers.clear()

@@ -1,0 +1,129 @@
+"""Atomic-add throughput, written once: every thread adds to its address `unroll` times per loop
+iteration, on any runtime. The backend names the kernel (source, entry, defines) in an
+AtomicKernel; the buffer, the grid, the items and the check against the host's sums are the
+same on every API.
+
+The kernels' contract (shaders/atomic.comp, shaders/atomic.cu): thread `gid` adds
+v = gid % 5 + 1 (u32 or f32) to its word iterations * UNROLL times: out[gid] (each thread its
+own), out[gid / WARP] (contended: one word per warp/wavefront), or its own shared-memory word,
+stored to out[gid] at the end. The output buffer is zeroed before a checked launch, so each word
+must hold steps times the sum of v over the threads that add to it: exact in float32 too
+(integers far below 2^24 at the checked counts), and a different number after each count.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from peakbench.backend import release, release_on_failure
+from peakbench.harness import guards
+
+LOCAL = 256                # threads per workgroup
+WAVES = 4                  # the grid fills the device this many times over
+VERIFY_ITERATIONS = (1, 2)
+DTYPES = {"u32": np.uint32, "f32": np.float32}
+
+
+@dataclass(frozen=True)
+class AtomicKernel:
+    """What one API runs for an atomic test's variant; `instruction` is the opcode its machine code
+    must show where the platform disassembles (e.g. REDG.E.ADD), `missing` the variants this
+    device cannot run, with their reasons (kept in the evidence)."""
+    source: str
+    entry: str
+    defines: dict
+    instruction: str = ""
+    params: dict = field(default_factory=dict)
+    evidence: dict = field(default_factory=dict)
+    missing: dict = field(default_factory=dict)
+
+
+def defines(test, variant, warp: int, local: int) -> dict:
+    return {"IS_FLOAT": int(variant.name == "f32"), "SHARED": int(test.space == "shared"),
+            "CONTENDED": int(test.contended), "WARP": warp, "LOCAL": local, "UNROLL": variant.unroll}
+
+
+def words(test, threads: int, warp: int) -> int:
+    """The output words: one per thread, or one per warp when contended."""
+    return -(-threads // warp) if test.contended else threads
+
+
+def expected(test, dtype: str, threads: int, warp: int, steps: int) -> np.ndarray:
+    """The final contents of the output after `steps` adds by every thread, from zero."""
+    gid = np.arange(threads)
+    v = gid % 5 + 1
+    at = gid // warp if test.contended else gid
+    sums = np.bincount(at, weights=v, minlength=words(test, threads, warp)) * steps
+    return sums.astype(np.uint64).astype(DTYPES[dtype]) if dtype == "u32" else sums.astype(np.float32)
+
+
+def check(test, dtype: str, threads: int, warp: int, steps: int, got: np.ndarray) -> str | None:
+    want = expected(test, dtype, threads, warp, steps)
+    bad = got != want
+    if not bad.any():
+        return None
+    i = int(np.argwhere(bad)[0][0])
+    return (f"{int(bad.sum())} of {bad.size} words differ from the host's sums "
+            f"(first at word {i}: got {got[i]!r}, want {want[i]!r})")
+
+
+def machine_code(kernel: AtomicKernel, evidence: dict) -> str | None:
+    """Where the platform gave an instruction mix, the atomic instruction is in it."""
+    mix = evidence.get("instruction_mix")
+    if not mix or not kernel.instruction:
+        return None
+    if any(op.startswith(kernel.instruction) for op in mix):
+        return None
+    return f"the kernel's machine code has no {kernel.instruction} (its mix: {mix})"
+
+
+class AtomicWorkload:
+    """One atomic test's variant (its element type): the kernel and the output buffer. An item is
+    one atomic add of one thread."""
+
+    @release_on_failure
+    def __init__(self, test, variant, rt, kernel: AtomicKernel):
+        self.test, self.variant, self.rt, self.name = test, variant, rt, variant.name
+        self.atomic, self.dtype = kernel, variant.name
+        self.local = min(LOCAL, rt.limits.max_block)
+        self.warp = rt.limits.warp
+        self.kernel = rt.compile(kernel.source, {**kernel.defines, **defines(test, variant, self.warp, self.local)},
+                                 kernel.entry, block=self.local, args="bu", label=f"{test.name}-{variant.name}")
+        self.groups = max(1, rt.grid_threads(WAVES) // self.local)
+        self.threads = self.groups * self.local
+        self.words = words(test, self.threads, self.warp)
+        self.out = rt.alloc(self.words * 4)
+        w = rt.words
+        self.params = {"variant": variant.name, **kernel.params, w.size_key: self.local, w.groups_key: self.groups,
+                       "threads": self.threads, "unroll": variant.unroll, "space": test.space,
+                       "addresses": self.words, "threads_per_address": self.threads // self.words}
+        if rt.arch:
+            self.params["arch"] = rt.arch
+        self.evidence = {**rt.evidence(self.kernel), **kernel.evidence}
+        if kernel.missing:
+            self.evidence["variants_unsupported"] = dict(kernel.missing)
+
+    def run(self, size: int) -> float:
+        return self.rt.launch(self.kernel, self.groups, [self.out, np.uint32(size)])
+
+    def items(self, size: int) -> int:
+        return self.threads * size * self.variant.unroll
+
+    def verify(self) -> str | None:
+        """The machine code shows the atomic instruction (where the platform shows it); after one,
+        then two loop iterations from a zeroed buffer, every word holds the host's sum."""
+        problem = machine_code(self.atomic, self.evidence)
+        if problem:
+            return problem
+
+        def check_after(n: int) -> str | None:
+            self.rt.fill(self.out, 0)
+            self.run(n)
+            got = np.frombuffer(self.rt.download(self.out), DTYPES[self.dtype])[:self.words]
+            return check(self.test, self.dtype, self.threads, self.warp, n * self.variant.unroll, got)
+        return guards.at_counts(VERIFY_ITERATIONS, check_after, "iterations", self.evidence)
+
+    def close(self) -> None:
+        release(self, self.rt.free, "out")
+        release(self, self.rt.discard, "kernel")

@@ -1,0 +1,124 @@
+"""On a real NVIDIA GPU (the H200), through cuBLASLt: every gemm test verifies at a small and at the
+default shape, a corrupted operand on the device is caught, the CLI reports every gemm test ok
+with its algorithm, and gemm.bf16.fp32 at 8192^3 is within 3% of torch.matmul (cuBLAS) on the
+same board, timed the way the peers time it. Run on the GPU machine with
+`pytest --gpu tests/test_gpu_gemm.py`."""
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from helpers import gpu_required, run_peakbench
+from peakbench.catalog import default_catalog
+from peakbench.catalog.gemm import TESTS, shape
+from peakbench.report.result import load_json
+
+pytestmark = pytest.mark.gpu
+
+CATALOG = default_catalog()
+TORCH_BF16_H200 = 793.4         # TFLOPS, torch bf16 8192^3 on this H200 (shared/peers/README.md)
+
+
+@pytest.fixture(scope="module")
+def device(request):
+    missing = pytest.fail if gpu_required(request.config) else pytest.skip
+    from peakbench.backend import BackendUnavailable, load
+    try:
+        backend = load("cuda")
+    except BackendUnavailable as e:
+        missing(str(e))
+    dev = backend.open(0)
+    yield dev
+    dev.close()
+    backend.close()
+
+
+@pytest.mark.parametrize("test", TESTS, ids=lambda t: t.name)
+@pytest.mark.parametrize("size", [1024, 8192])
+def test_every_gemm_test_verifies_on_the_gpu(device, test, size):
+    reason = device.support(test)
+    if reason:
+        pytest.skip(reason)
+    w = device.prepare(test, shape(size, size, size))
+    try:
+        assert w.verify() is None, w.evidence
+        assert w.evidence["library"].startswith("cuBLASLt ") and w.evidence["algorithms"]
+        seconds = w.run(3)
+        assert seconds > 0
+        rate = 3 * 2 * size ** 3 / seconds / 1e12
+        assert rate > (1 if size == 1024 else 20), f"{rate:.1f} T{test.unit[1:]}"
+    finally:
+        w.close()
+
+
+def test_a_corrupted_operand_on_the_device_is_caught(device):
+    test = CATALOG.get("gemm.bf16.fp32")
+    w = device.prepare(test, shape(1024, 1024, 1024))
+    try:
+        import cupy
+        w.gemm.buffers["a"].fill(0)       # the device's A no longer holds the host's operands
+        cupy.cuda.runtime.deviceSynchronize()
+        problem = w.verify()
+        assert problem and "float64 product" in problem, problem
+    finally:
+        w.close()
+
+
+@pytest.fixture(scope="module")
+def cli_run(device, tmp_path_factory):
+    path = tmp_path_factory.mktemp("gemm") / "gemm.json"
+    p = run_peakbench("--backend", "cuda", "--tests", "gemm.*,matrix.bf16.fp32", "--json", str(path), timeout=900)
+    assert path.exists(), p.stderr
+    (run,) = load_json(path)["runs"]
+    return p, {r["test"]: r for r in run["results"]}
+
+
+def test_the_cli_reports_every_gemm_test_ok_with_its_algorithm(cli_run):
+    p, results = cli_run
+    assert p.returncode == 0, p.stderr
+    for test in TESTS:
+        r = results[test.name]
+        assert r["status"] == "ok", f"{test.name}: {r['reason']}"
+        assert r["evidence"]["verified"] and r["evidence"]["algorithm"], r["evidence"]
+        assert r["params"]["m"] == r["params"]["n"] == r["params"]["k"] == 8192
+    assert "gemm.bf16.fp32" in p.stdout
+
+
+def torch_bf16_tflops(n: int = 8192, warm: int = 5, reps: int = 20) -> float:
+    """torch.matmul on random normal bf16 data: `warm` untimed products, then the median of `reps`
+    products each between its own pair of CUDA events."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+    for _ in range(warm):
+        torch.matmul(a, b, out=c)
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for start, end in events:
+        start.record()
+        torch.matmul(a, b, out=c)
+        end.record()
+    torch.cuda.synchronize()
+    ms = statistics.median(s.elapsed_time(e) for s, e in events)
+    del a, b, c
+    torch.cuda.empty_cache()
+    return 2 * n ** 3 / (ms * 1e-3) / 1e12
+
+
+def test_bf16_gemm_is_within_3_percent_of_torch_on_this_board(cli_run):
+    _, results = cli_run
+    ours = results["gemm.bf16.fp32"]["value"]
+    torch_now = torch_bf16_tflops()
+    print(f"gemm.bf16.fp32 {ours} TFLOPS: {ours / torch_now:.3f} of torch.matmul now ({torch_now:.1f}),"
+          f" {ours / TORCH_BF16_H200:.3f} of the peers' recorded {TORCH_BF16_H200}")
+    assert ours >= 0.97 * torch_now, f"cuBLASLt {ours} TFLOPS, torch {torch_now:.1f} TFLOPS now"
+
+
+def test_the_bf16_gemm_is_set_beside_the_matrix_peak(cli_run):
+    _, results = cli_run
+    gemm, matrix = results["gemm.bf16.fp32"], results["matrix.bf16.fp32"]
+    assert matrix["status"] == "ok", matrix["reason"]
+    ratio = gemm["value"] / matrix["value"]
+    print(f"gemm.bf16.fp32 is {ratio:.2f} of matrix.bf16.fp32 ({gemm['value']} / {matrix['value']} TFLOPS)")
+    assert 0.5 < ratio < 1.05, ratio

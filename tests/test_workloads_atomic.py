@@ -1,0 +1,126 @@
+"""peakbench.workloads.atomic: the host's sums, the kernels on lavapipe (every test, u32; f32 where
+the device enables float atomics, else the reason), planted faults caught (a wrong address map,
+a loop that stops early), the CUDA/HIP variant rules, and the host path through the fake HIP
+runtime with a numpy player of shaders/atomic.cu."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fake_hip
+from peakbench.catalog import default_catalog
+from peakbench.kernels import atomic as kernels_atomic
+from peakbench.workloads import atomic
+from test_workloads import args, rt  # noqa: F401  (rt is a fixture)
+
+CATALOG = default_catalog()
+ATOMIC = [t for t in CATALOG.tests if t.family == "atomic"]
+IDS = [t.name for t in ATOMIC]
+
+
+def test_expected_sums_by_hand():
+    distinct, contended = CATALOG.get("atomic.global_add"), CATALOG.get("atomic.global_add_contended")
+    # 10 threads, v = gid % 5 + 1: 1 2 3 4 5 1 2 3 4 5; 3 adds each.
+    assert atomic.expected(distinct, "u32", 10, 4, 3).tolist() == [3, 6, 9, 12, 15, 3, 6, 9, 12, 15]
+    # warps of 4: (1+2+3+4), (5+1+2+3), (4+5) times 3
+    assert atomic.expected(contended, "f32", 10, 4, 3).tolist() == [30.0, 33.0, 27.0]
+    assert atomic.words(contended, 10, 4) == 3 and atomic.words(distinct, 10, 4) == 10
+
+
+def test_a_wrong_count_or_address_map_is_caught():
+    test = CATALOG.get("atomic.global_add_contended")
+    good = atomic.expected(test, "u32", 256, 32, 16)
+    assert atomic.check(test, "u32", 256, 32, 16, good) is None
+    assert "differ from the host's sums" in atomic.check(test, "u32", 256, 32, 32, good)
+    assert atomic.check(test, "u32", 256, 64, 16, atomic.expected(test, "u32", 256, 32, 16)[:4]) is not None
+
+
+# -- lavapipe ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("test", ATOMIC, ids=IDS)
+def test_vulkan_kernels_leave_the_host_sums(vulkan_device, test):
+    assert vulkan_device.support(test) is None
+    offered = vulkan_device.variants(test)
+    assert "u32" in [v.name for v in offered]
+    for variant in offered:
+        w = vulkan_device.prepare(test, variant)
+        try:
+            assert w.verify() is None
+            assert w.evidence["guards"]["iterations"] == "iterations checked at 1 and 2"
+            assert w.items(3) == 3 * w.threads * variant.unroll and test.per_item(variant) == 1
+            if test.contended:
+                assert w.params["threads_per_address"] == vulkan_device.rt.limits.warp
+            if "f32" not in [v.name for v in offered]:
+                why = w.evidence["variants_unsupported"]["f32"]
+                assert why.startswith(("[driver]", "[toolchain]")) and "shader_atomic_float" in why
+        finally:
+            w.close()
+
+
+def test_vulkan_planted_address_map_is_caught(vulkan_device):
+    """The kernel's subgroups are of rt.limits.warp invocations; a host that groups by twice that
+    expects other sums."""
+    test = CATALOG.get("atomic.global_add_contended")
+    w = vulkan_device.prepare(test, test.variants[0])
+    try:
+        w.warp *= 2
+        w.words = atomic.words(test, w.threads, w.warp)
+        assert "differ from the host's sums" in w.verify()
+    finally:
+        w.close()
+
+
+# -- CUDA/HIP ---------------------------------------------------------------------------------
+class Rt:
+    def __init__(self, dialect, arch):
+        self.dialect, self.arch = dialect, arch
+
+
+def test_float_variants_follow_the_hardware():
+    shared, glob = CATALOG.get("atomic.shared_add"), CATALOG.get("atomic.global_add")
+    assert [v.name for v in kernels_atomic.variants(shared, Rt("cuda", "sm_90a"))] == ["u32"]
+    assert kernels_atomic.missing(shared, Rt("cuda", "sm_90a"))["f32"].startswith("[hardware]")
+    assert [v.name for v in kernels_atomic.variants(glob, Rt("cuda", "sm_90a"))] == ["u32", "f32"]
+    assert [v.name for v in kernels_atomic.variants(shared, Rt("hip", "gfx1030"))] == ["u32", "f32"]
+    assert "gfx1030" in kernels_atomic.missing(glob, Rt("hip", "gfx1030"))["f32"]
+    for arch in ("gfx90a:sramecc+:xnack-", "gfx942", "gfx1100", "gfx1201"):
+        assert kernels_atomic.missing(glob, Rt("hip", arch)) == {}
+
+
+def atomic_player(one_iteration: bool = False):
+    """shaders/atomic.cu `atomic`: every thread adds gid % 5 + 1 to its word iterations * UNROLL
+    times (planted: never more than one iteration)."""
+    def play(fake, launch):
+        d = fake_hip.defines(launch["options"])
+        test = next(t for t in ATOMIC if (t.space == "shared") == (d["SHARED"] == "1")
+                    and t.contended == (d["CONTENDED"] == "1"))
+        dtype = "f32" if d["IS_FLOAT"] == "1" else "u32"
+        out_arg, iterations = args(launch)
+        n = fake_hip.scalar(iterations)
+        n = min(n, 1) if one_iteration else n
+        threads = launch["grid"][0] * launch["block"][0]
+        got = atomic.expected(test, dtype, threads, int(d["WARP"]), n * int(d["UNROLL"]))
+        buf = fake.buffer(out_arg)
+        before = np.frombuffer(bytes(buf), atomic.DTYPES[dtype])[:len(got)]
+        buf[:got.nbytes] = (before + got).astype(atomic.DTYPES[dtype]).tobytes()
+    return play
+
+
+@pytest.mark.parametrize("test", ATOMIC, ids=IDS)
+def test_hip_workload_verifies_and_a_loop_that_stops_early_fails_the_guard(rt, test):
+    variant = test.variants[-1]                     # f32: native on gfx942 in both memories
+    rt.fake.kernels["atomic"] = atomic_player()
+    assert kernels_atomic.variants(test, rt) == test.variants
+    w = kernels_atomic.workload(test, variant, rt)
+    try:
+        assert w.verify() is None
+        options = fake_hip.defines(rt.fake.launches[-1]["options"])
+        assert options["IS_FLOAT"] == "1" and options["WARP"] == "64" and options["UNROLL"] == "16"
+        assert w.words == (2048 // 64 if test.contended else 2048)
+    finally:
+        w.close()
+    rt.fake.kernels["atomic"] = atomic_player(one_iteration=True)
+    w = kernels_atomic.workload(test, variant, rt)
+    try:
+        assert w.verify().startswith("guard iterations")
+    finally:
+        w.close()

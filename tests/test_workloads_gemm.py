@@ -1,0 +1,180 @@
+"""The vendor GEMM written once (peakbench.workloads.gemm) and its BLASLt calls (peakbench.kernels.
+gemm), against a fake BLASLt library at its C boundary (tests/fake_blaslt.py) with cuBLASLt's
+numbers: every gemm test verifies at a small shape, a wrong entry and a skipped GEMM are caught,
+the fastest heuristic candidate is kept, a type with no algorithm is unsupported, a failing call
+names itself; and Vulkan says why it has none."""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+
+import numpy as np
+import pytest
+
+from fake_blaslt import FakeLt, HostGemm
+from peakbench.backend import Unsupported
+from peakbench.catalog import default_catalog
+from peakbench.catalog.gemm import SIZE, TESTS, shape
+from peakbench.kernels import gemm as lt
+from peakbench.workloads import gemm as shared
+
+CATALOG = default_catalog()
+CUDA_KINDS = {2: "fp16", 14: "bf16", 0: "fp32", 1: "fp64", 3: "int8", 10: "int32", 28: "fp8_e4m3"}
+SMALL = shape(96, 80, 64)
+
+
+def cuda_api():
+    from peakbench.cuda.gemm import API
+    return API
+
+
+def workload(test, lib=None, variant=SMALL, gemm_class=HostGemm):
+    lib = lib or FakeLt(cuda_api(), CUDA_KINDS)
+    return shared.GemmWorkload(test, variant, gemm_class(cuda_api(), lib), "cuBLASLt"), lib
+
+
+def test_the_catalog_has_the_six_gemm_tests_beside_their_matrix_tests():
+    names = [t.name for t in TESTS]
+    assert names == ["gemm.fp16.fp32", "gemm.bf16.fp32", "gemm.tf32.fp32", "gemm.fp8_e4m3.fp32",
+                     "gemm.int8.int32", "gemm.fp64.fp64"]
+    for t in TESTS:
+        assert CATALOG.get(t.name) is t and CATALOG.get(t.matrix).family == "matrix"
+        assert t.unit == ("TOPS" if t.name.startswith("gemm.int8") else "TFLOPS")
+        (v,) = t.variants
+        assert v.shape == (SIZE, SIZE, SIZE) and t.per_item(v) == 2 * SIZE ** 3
+
+
+def test_random_operands_are_exact_values_in_their_range():
+    rng = np.random.default_rng(0)
+    for kind in ("fp16", "bf16", "tf32", "fp64", "fp8_e4m3"):
+        values = shared.decode(kind, shared.random_operand(kind, 4096, rng))
+        assert np.all((np.abs(values) >= 0.5) & (np.abs(values) < 2)), kind
+        assert (values < 0).any() and len(np.unique(values)) > 8, kind
+    ints = shared.random_operand("int8", 4096, rng)
+    assert ints.dtype == np.int8 and ints.min() < -100 and ints.max() > 100
+
+
+def test_fp8_and_bf16_decode_by_their_formats():
+    assert shared.decode("fp8_e4m3", np.array([0x38, 0x7E, 0x01, 0xB8, 0x7F], np.uint8))[:4].tolist() == \
+        [1.0, 448.0, 2.0 ** -9, -1.0]
+    assert np.isnan(shared.E4M3[0x7F]) and np.isnan(shared.E4M3[0xFF])
+    assert shared.decode("bf16", np.array([0x3F80, 0xC040], np.uint16)).tolist() == [1.0, -3.0]
+
+
+@pytest.mark.parametrize("test", TESTS, ids=lambda t: t.name)
+def test_every_gemm_test_verifies_and_counts_one_item_per_gemm(test):
+    w, lib = workload(test)
+    assert w.verify() is None, w.evidence
+    assert "checked at 1 and 2" in w.evidence["guards"]["iterations"]
+    assert w.run(5) == pytest.approx(5e-3) and w.items(5) == 5
+    assert w.params["m"] == 96 and w.params["output"] == test.output
+    desc = next(o for o in lib.objects.values() if o["kind"] == "desc")
+    api = cuda_api()
+    assert desc["compute"] == api.compute[test.types[0]][0]
+    assert desc["attrs"][api.transa] == api.op_t and desc["attrs"][api.transb] == api.op_n
+    layouts = [o for o in lib.objects.values() if o["kind"] == "layout"]
+    assert [(o["rows"], o["cols"], o["ld"]) for o in layouts] == [(64, 96, 64), (64, 80, 64), (96, 80, 96)]
+    w.close()
+    assert not lib.objects, "close() destroys every descriptor and the handle"
+
+
+def test_fp8_passes_unit_scales_to_the_library():
+    w, lib = workload(CATALOG.get("gemm.fp8_e4m3.fp32"))
+    desc = next(o for o in lib.objects.values() if o["kind"] == "desc")
+    api = cuda_api()
+    a_scale, b_scale = desc["attrs"][api.a_scale], desc["attrs"][api.b_scale]
+    assert b_scale == a_scale + lt.SCALE_STRIDE
+    assert lib._array(a_scale, "fp32", 1).tolist() == lib._array(b_scale, "fp32", 1).tolist() == [1.0]
+
+
+def first_sample(m=96, n=80) -> tuple[int, int]:
+    """The first (row, column) of D the workload samples."""
+    rng = np.random.default_rng(shared.SEED + 1)
+    return int(rng.integers(0, m, shared.SAMPLES)[0]), int(rng.integers(0, n, shared.SAMPLES)[0])
+
+
+def test_a_wrong_entry_of_d_fails_verification_naming_it():
+    lib = FakeLt(cuda_api(), CUDA_KINDS)
+    w, _ = workload(CATALOG.get("gemm.bf16.fp32"), lib)
+    lib.corrupt = first_sample()
+    problem = w.verify()
+    assert problem and f"D[{lib.corrupt[0]}, {lib.corrupt[1]}]" in problem and "float64" in problem
+
+
+def test_int8_is_checked_exactly():
+    lib = FakeLt(cuda_api(), CUDA_KINDS)
+    w, _ = workload(CATALOG.get("gemm.int8.int32"), lib)
+    lib.corrupt = first_sample()
+    assert "1 of 64 sampled entries off" in w.verify()
+
+
+def test_a_library_that_runs_only_one_of_the_accumulated_gemms_is_caught():
+    lib = FakeLt(cuda_api(), CUDA_KINDS)
+    lib.once = True
+    w, _ = workload(CATALOG.get("gemm.fp16.fp32"), lib)
+    problem = w.verify()
+    assert problem.startswith("guard iterations: output after 2 accumulated GEMMs"), problem
+
+
+class RankedGemm(HostGemm):
+    """Candidate 2 (the third) is the fastest."""
+    def timed(self, calls):
+        calls()
+        return {1: 3e-3, 2: 2e-3, 3: 1e-3}[self.lib.last_algo] * 2
+
+
+def test_the_fastest_heuristic_candidate_is_kept_and_every_one_is_listed():
+    w, lib = workload(CATALOG.get("gemm.bf16.fp32"), gemm_class=RankedGemm)
+    assert w.gemm.algo == 2 and "candidate 2 of 3" in w.evidence["chosen"]
+    assert len(w.evidence["algorithms"]) == 3
+    w.run(1)
+    assert lib.last_algo == 3
+
+
+def test_no_algorithm_for_the_types_is_unsupported_api():
+    lib = FakeLt(cuda_api(), CUDA_KINDS)
+    lib.heuristic_status = cuda_api().not_supported
+    with pytest.raises(Unsupported, match=r"^\[api\] cuBLASLt offers no algorithm for fp64"):
+        workload(CATALOG.get("gemm.fp64.fp64"), lib)
+    lib = FakeLt(cuda_api(), CUDA_KINDS, algorithms=0)
+    with pytest.raises(Unsupported, match=r"^\[api\]"):
+        workload(CATALOG.get("gemm.fp64.fp64"), lib)
+
+
+@pytest.mark.parametrize("call", ["Create", "MatmulDescCreate", "MatmulDescSetAttribute", "MatrixLayoutCreate",
+                                  "MatmulAlgoGetHeuristic", "Matmul"])
+def test_a_failing_call_raises_naming_the_call_and_its_status(call):
+    lib = FakeLt(cuda_api(), CUDA_KINDS)
+    lib.fail[call] = 7
+    with pytest.raises(lt.LtError, match=f"cublasLt{call} returned 7 \\(INVALID_VALUE\\)"):
+        w, _ = workload(CATALOG.get("gemm.bf16.fp32"), lib)
+        w.verify()
+
+
+def test_a_missing_library_is_unsupported_toolchain_naming_what_was_tried():
+    api = dataclasses.replace(cuda_api(), sonames=("libcublasLt.so.99",))
+    with pytest.raises(Unsupported, match=r"^\[toolchain\] cuBLASLt is not installed .*libcublasLt.so.99"):
+        lt.load(api)
+
+
+def test_the_heuristic_result_size_matches_each_library_header():
+    # cublasLtMatmulHeuristicResult_t: algo (uint64_t[8]), size_t, status, float, int[4]
+    class Cuda(ctypes.Structure):
+        _fields_ = [("algo", ctypes.c_uint64 * 8), ("ws", ctypes.c_size_t), ("state", ctypes.c_int),
+                    ("waves", ctypes.c_float), ("reserved", ctypes.c_int * 4)]
+
+    # hipblasLtMatmulHeuristicResult_t: algo (uint8_t[16], size_t), size_t, status, float, int[4]
+    class Hip(ctypes.Structure):
+        _fields_ = [("algo", ctypes.c_uint8 * 16), ("max_ws", ctypes.c_size_t), ("ws", ctypes.c_size_t),
+                    ("state", ctypes.c_int), ("waves", ctypes.c_float), ("reserved", ctypes.c_int * 4)]
+
+    from peakbench.rocm.gemm import API as HIP
+    assert ctypes.sizeof(Cuda) == cuda_api().algo_bytes + 32
+    assert ctypes.sizeof(Hip) == HIP.algo_bytes + 32
+    assert Cuda.state.offset == cuda_api().algo_bytes + 8 and Hip.state.offset == HIP.algo_bytes + 8
+
+
+def test_vulkan_reports_every_gemm_test_unsupported_api():
+    from peakbench.vulkan import capabilities
+    for test in TESTS:
+        assert capabilities.support(test, None).startswith("[api] Vulkan has no vendor GEMM library")
