@@ -23,6 +23,7 @@ from pathlib import Path
 from peakbench import __version__
 from peakbench.backend import BACKENDS, BackendUnavailable, error_text, load
 from peakbench.catalog import default_catalog
+from peakbench.harness import visible
 from peakbench.harness.runner import Settings
 from peakbench.harness.session import Session, describe
 from peakbench.report import compare as compare_mod
@@ -30,7 +31,7 @@ from peakbench.report.result import Output, ResultFileError, check_writable, loa
 from peakbench.specs import SpecError, load_database, resolve, find
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-RUN_OPTIONS = ("backend", "device", "tests", "quick", "json", "csv", "markdown", "plot", "spec")
+RUN_OPTIONS = ("backend", "device", "sequential", "tests", "quick", "json", "csv", "markdown", "plot", "spec")
 
 
 class Interrupted(KeyboardInterrupt):
@@ -82,10 +83,13 @@ def progress(text: str) -> None:
 def build_parser() -> Parser:
     p = Parser(prog="peakbench", description="GPU peak throughput, next to the vendor's spec sheet. "
                "Subcommands: `peakbench compare A.json B.json ...`, `peakbench specs [NAME]`, "
-               "`peakbench fleet RESULT.json ...`.")
+               "`peakbench fleet RESULT.json ...`, `peakbench ray [--address ADDR] [run options]`.")
     p.add_argument("--backend", default="all",
                    help="vulkan, cuda, rocm, all (those that are available), or a comma list (default: all)")
-    p.add_argument("--device", default="0", help="device index N, or all (default: 0)")
+    p.add_argument("--device", default="0", help="device index N, or all: every device at the same time, "
+                   "one process each (default: 0)")
+    p.add_argument("--sequential", action="store_true", help="with --device all: one device after another, "
+                   "in this process")
     p.add_argument("--tests", help="comma list of globs on test names, e.g. 'compute.*,memory.read'")
     p.add_argument("--quick", action="store_true", help="shorter samples and fewer of them")
     p.add_argument("--json", metavar="FILE", help="write results as JSON (updated after each test)")
@@ -115,7 +119,7 @@ def open_backends(text: str) -> list:
     backends, why = [], []
     for name in names:
         try:
-            backends.append(load(name))
+            backends.append(visible.limited(load(name)))
         except BackendUnavailable as e:
             if not optional:
                 for b in backends:
@@ -234,6 +238,13 @@ def check_plot_folder(folder: str) -> None:
         raise UsageError(f"--plot {folder}: cannot write there: {error_text(e)}") from None
 
 
+def child_options(args) -> list[str]:
+    """The options a per-device process of `--device all` takes from ours (it writes only its JSON)."""
+    options = ["--tests", args.tests] if args.tests is not None else []
+    options += ["--spec", args.spec] if args.spec is not None else []
+    return options + (["--quick"] if args.quick else [])
+
+
 def cmd_run(args) -> int:
     tests = select_tests(args.tests)
     for option, path in (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown),
@@ -254,7 +265,11 @@ def cmd_run(args) -> int:
         for backend in backends:
             infos = backend.devices()
             plans += [(backend, i) for i in device_indices(args.device, len(infos), backend.name)]
-        session.measure(plans, tests, settings, specs, forced)
+        if args.device == "all" and not args.sequential:
+            from peakbench.harness import parallel
+            parallel.measure_all(session, plans, tests, child_options(args))
+        else:
+            session.measure(plans, tests, settings, specs, forced)
     finally:
         for b in backends:
             b.close()
@@ -273,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
             if argv and argv[0] == "fleet":
                 from peakbench.report import fleet
                 return fleet.main(argv[1:])
+            if argv and argv[0] == "ray":
+                from peakbench.harness import cluster
+                return cluster.main(argv[1:])
             if argv and argv[0] == "specs":
                 return cmd_specs(argv[1:])
             args = build_parser().parse_args(argv)

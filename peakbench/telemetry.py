@@ -1,39 +1,97 @@
-"""Clock readings during a test, through the vendor's management library where it is installed.
+"""Readings of the board during a test, through the vendor's management library where it is installed.
 
-NVIDIA: NVML (nvidia-ml-py). A device is found by its UUID, which Vulkan, CUDA and NVML share;
-with no UUID match and exactly one NVIDIA GPU, that one. Anything missing means no reading, never
-an error: a clock is evidence, not a requirement.
+NVIDIA: NVML (nvidia-ml-py). AMD: amdsmi (it comes with ROCm). Anything else: no readings. A
+device is found by its UUID, which Vulkan, CUDA and NVML share (AMD: its PCI address); with no
+match and exactly one GPU of the vendor, that one. Anything missing means no reading, never an
+error: telemetry is evidence, not a requirement.
+
+A Sampler reads the SM and memory clocks, board power, temperature and the throttle reasons in a
+thread every INTERVAL_S while a test runs; summarize() turns the samples of a time window into the
+result's `telemetry` (min/mean/max per quantity, the throttle reasons seen), `energy_j` (mean power
+x the window's duration) and efficiency() gives the value per watt.
 """
 from __future__ import annotations
 
-NVIDIA = 0x10DE
+import threading
+import time
+from dataclasses import dataclass
+
+NVIDIA, AMD = 0x10DE, 0x1002
+INTERVAL_S = 0.05
+
+# NVML's clocks-event (throttle) reason bits (nvml.h, nvmlClocksEventReason*). GPU idle (0x1) and
+# the applications-clocks setting (0x2) say where the clock was asked to be, not that it was held
+# down: they are no throttle.
+THROTTLES = ((0x4, "sw_power_cap"), (0x8, "hw_slowdown"), (0x10, "sync_boost"), (0x20, "sw_thermal"),
+             (0x40, "hw_thermal"), (0x80, "hw_power_brake"), (0x100, "display_clock"))
+NOT_THROTTLES = 0x1 | 0x2
+# How the table names a throttle's cause.
+CAUSES = {"sw_power_cap": "power", "hw_power_brake": "power", "sw_thermal": "thermal", "hw_thermal": "thermal"}
+
+EFFICIENCY_UNITS = {"TFLOPS": "TFLOPS/W", "TOPS": "TOPS/W", "GOPS": "GOPS/W", "GB/s": "GB/s/W"}
+
+
+def throttle_names(mask: int) -> list[str]:
+    """The throttle reasons set in NVML's bitmask; unknown bits as `bit_0x...`."""
+    names = [name for bit, name in THROTTLES if mask & bit]
+    known = NOT_THROTTLES | sum(bit for bit, _ in THROTTLES)
+    names += [f"bit_{1 << i:#x}" for i in range(64) if mask & ~known & (1 << i)]
+    return names
+
+
+def _match(handles: list, keys: list[str], want: str):
+    """The handle whose key is `want`; with no match and exactly one handle, that one."""
+    match = [h for h, k in zip(handles, keys) if want and k == want]
+    if not match and len(handles) == 1:
+        return handles[0]
+    return match[0] if match else None
+
+
+def nvml_uuid(raw) -> str:
+    """NVML's `GPU-xxxxxxxx-...` as the backends spell a UUID: lower case, no prefix."""
+    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    return text.strip().lower().removeprefix("gpu-")
+
+
+def _nvml():
+    """pynvml, initialized; None where it is not installed or finds no driver."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:
+        return None
+
+
+def _shut_down(nvml) -> None:
+    try:
+        nvml.nvmlShutdown()
+    except Exception:
+        pass
+
+
+def _nvml_handle(nvml, info):
+    handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+    return _match(handles, [nvml_uuid(nvml.nvmlDeviceGetUUID(h)) for h in handles], info.uuid.lower())
 
 
 class ClockReader:
+    """The SM clock alone, for a backend that reads it with each sample."""
+
     def __init__(self, nvml, handle):
         self._nvml, self._handle = nvml, handle
 
     @classmethod
     def for_device(cls, info) -> "ClockReader | None":
-        if info.vendor_id != NVIDIA:
+        if info.vendor_id != NVIDIA or (nvml := _nvml()) is None:
             return None
         try:
-            import pynvml as nvml
-            nvml.nvmlInit()
-        except Exception:
-            return None
-        try:
-            handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
-            uuids = [nvml.nvmlDeviceGetUUID(h) for h in handles]
-            want = info.uuid.lower()
-            match = [h for h, u in zip(handles, uuids) if str(u).lower().removeprefix("gpu-") == want]
-            if not match and len(handles) == 1:
-                match = handles
-            if match:
-                return cls(nvml, match[0])
+            handle = _nvml_handle(nvml, info)
+            if handle is not None:
+                return cls(nvml, handle)
         except Exception:
             pass
-        nvml.nvmlShutdown()
+        _shut_down(nvml)
         return None
 
     def sm_mhz(self) -> float | None:
@@ -49,7 +107,197 @@ class ClockReader:
             return None
 
     def close(self) -> None:
+        _shut_down(self._nvml)
+
+
+@dataclass(frozen=True)
+class Sample:
+    t: float                        # time.perf_counter()
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    power_w: float | None = None
+    temperature_c: float | None = None
+    throttle_reasons: tuple | None = None     # names; None where not read
+
+    QUANTITIES = ("sm_clock_mhz", "mem_clock_mhz", "power_w", "temperature_c")
+
+
+def _read(fn):
+    try:
+        return fn()
+    except Exception:                 # not supported on this board, or a driver hiccup
+        return None
+
+
+class NvmlSource:
+    def __init__(self, nvml, handle):
+        self.nvml, self.handle = nvml, handle
+
+    @classmethod
+    def for_device(cls, info) -> "NvmlSource | None":
+        if (nvml := _nvml()) is None:
+            return None
         try:
-            self._nvml.nvmlShutdown()
+            handle = _nvml_handle(nvml, info)
+            if handle is not None:
+                return cls(nvml, handle)
         except Exception:
             pass
+        _shut_down(nvml)
+        return None
+
+    def _reasons(self):
+        n, h = self.nvml, self.handle
+        get = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or n.nvmlDeviceGetCurrentClocksThrottleReasons
+        return tuple(throttle_names(int(get(h))))
+
+    def read(self) -> Sample:
+        n, h = self.nvml, self.handle
+        power = _read(lambda: n.nvmlDeviceGetPowerUsage(h))         # milliwatts
+        return Sample(time.perf_counter(), _read(lambda: float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))),
+                      _read(lambda: float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM))),
+                      None if power is None else power / 1000.0,
+                      _read(lambda: float(n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU))),
+                      _read(self._reasons))
+
+    def close(self) -> None:
+        _shut_down(self.nvml)
+
+
+class AmdSmiSource:
+    """amdsmi: GFX and memory clocks, socket power, hotspot temperature; no throttle reasons (its
+    throttle bits differ per ASIC)."""
+
+    def __init__(self, smi, handle):
+        self.smi, self.handle = smi, handle
+
+    @classmethod
+    def for_device(cls, info) -> "AmdSmiSource | None":
+        try:
+            import amdsmi as smi
+            smi.amdsmi_init()
+        except Exception:
+            return None
+        try:
+            handles = list(smi.amdsmi_get_processor_handles())
+            address = str(info.extra.get("pci_address") or "").lower()
+            handle = _match(handles, [str(smi.amdsmi_get_gpu_device_bdf(h)).lower() for h in handles], address)
+            if handle is not None:
+                return cls(smi, handle)
+        except Exception:
+            pass
+        _read(smi.amdsmi_shut_down)
+        return None
+
+    def _clock(self, kind) -> float:
+        return float(self.smi.amdsmi_get_clock_info(self.handle, kind)["clk"])
+
+    def _power(self) -> float:
+        info = self.smi.amdsmi_get_power_info(self.handle)
+        value = info.get("current_socket_power")
+        return float(value if isinstance(value, (int, float)) else info["average_socket_power"])
+
+    def read(self) -> Sample:
+        s, h = self.smi, self.handle
+        return Sample(time.perf_counter(), _read(lambda: self._clock(s.AmdSmiClkType.GFX)),
+                      _read(lambda: self._clock(s.AmdSmiClkType.MEM)), _read(self._power),
+                      _read(lambda: float(s.amdsmi_get_temp_metric(h, s.AmdSmiTemperatureType.HOTSPOT,
+                                                                   s.AmdSmiTemperatureMetric.CURRENT))))
+
+    def close(self) -> None:
+        _read(self.smi.amdsmi_shut_down)
+
+
+def source_for(info):
+    """The management library's view of this device, or None."""
+    if info.vendor_id == NVIDIA:
+        return NvmlSource.for_device(info)
+    if info.vendor_id == AMD:
+        return AmdSmiSource.for_device(info)
+    return None
+
+
+class Sampler:
+    """Reads `source` every `interval` s in a thread between start() and stop()."""
+
+    def __init__(self, source, interval: float = INTERVAL_S):
+        self.source, self.interval = source, interval
+        self.samples: list[Sample] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def for_device(cls, info) -> "Sampler | None":
+        source = source_for(info)
+        return cls(source) if source is not None else None
+
+    def _loop(self) -> None:
+        while True:
+            sample = _read(self.source.read)
+            if sample is not None:
+                self.samples.append(sample)
+            if self._stop.wait(self.interval):
+                return
+
+    def start(self) -> None:
+        self.samples = []
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="peakbench-telemetry", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> list[Sample]:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            last = _read(self.source.read)          # one reading at the end, however short the test
+            if last is not None:
+                self.samples.append(last)
+        return list(self.samples)
+
+    def close(self) -> None:
+        self.stop()
+        _read(self.source.close)
+
+
+def summarize(samples: list[Sample], window: tuple[float, float] | None = None,
+              interval: float = INTERVAL_S) -> tuple[dict | None, float | None]:
+    """The result's `telemetry` and `energy_j` from the samples taken in `window` (perf_counter
+    start, end: the timed samples of the best variant), or from all of them without one. A window
+    shorter than the sampling interval takes the readings within one interval of it."""
+    if window is not None:
+        inside = [s for s in samples if window[0] <= s.t <= window[1]]
+        samples = inside or [s for s in samples if window[0] - interval <= s.t <= window[1] + interval]
+    if not samples:
+        return None, None
+    telemetry: dict = {}
+    for q in Sample.QUANTITIES:
+        values = [getattr(s, q) for s in samples if getattr(s, q) is not None]
+        telemetry[q] = ({"min": round(min(values), 1), "mean": round(sum(values) / len(values), 1),
+                         "max": round(max(values), 1)} if values else None)
+    read = [s.throttle_reasons for s in samples if s.throttle_reasons is not None]
+    seen = dict.fromkeys(name for names in read for name in names)
+    telemetry["throttle_reasons"] = list(seen) if read else None
+    if not any(v is not None for v in telemetry.values()):
+        return None, None
+    power = telemetry["power_w"]
+    span = (window[1] - window[0]) if window else (samples[-1].t - samples[0].t)
+    energy = round(power["mean"] * span, 3) if power and span > 0 else None
+    return telemetry, energy
+
+
+def efficiency(value: float | None, unit: str, telemetry: dict | None) -> dict | None:
+    """The value per watt of mean board power (TFLOPS/W, GB/s/W, ...); None for times (ns, us)."""
+    power = (telemetry or {}).get("power_w")
+    if value is None or unit not in EFFICIENCY_UNITS or not power or not power["mean"] > 0:
+        return None
+    ratio = value / power["mean"]
+    return {"value": float(f"{ratio:.4g}"), "unit": EFFICIENCY_UNITS[unit]}     # 4 significant digits
+
+
+def throttle_cause(reasons: list[str] | None) -> str | None:
+    """'power', 'thermal', 'power, thermal' or 'clock' for the reasons seen; None when none."""
+    if not reasons:
+        return None
+    causes = dict.fromkeys(CAUSES.get(r, "clock") for r in reasons)
+    return ", ".join(causes)

@@ -139,7 +139,7 @@ def test_the_document_records_the_options_and_that_it_was_not_interrupted(capsys
     code, _, _ = run_fake(capsys, files, "--tests", "compute.fp32", "--spec", "NVIDIA H200 SXM")
     assert code == 0
     doc = load_json(files["json"])
-    assert doc["options"] == {"backend": "vulkan", "device": "0", "tests": "compute.fp32", "quick": True,
+    assert doc["options"] == {"backend": "vulkan", "device": "0", "sequential": False, "tests": "compute.fp32", "quick": True,
                               "json": str(files["json"]), "csv": str(files["csv"]),
                               "markdown": str(files["md"]), "plot": None, "spec": "NVIDIA H200 SXM"}
     assert doc["interrupted"] is False and doc["peakbench_version"]
@@ -193,7 +193,7 @@ def test_error_text_never_shows_python_bytes(capsys, fake, files, monkeypatch):
 
 def test_all_devices_and_missing_backends_of_all(capsys, fake, files):
     fake.devices.append(FakeDevice(info=fake_info(1, "Fake GPU 2")))
-    code, _, err = cli_main(capsys, "--backend", "all", "--device", "all", "--quick", "--tests", "compute.fp32",
+    code, _, err = cli_main(capsys, "--backend", "all", "--device", "all", "--sequential", "--quick", "--tests", "compute.fp32",
                             "--json", str(files["json"]))
     assert code == 0
     assert fake.loaded == ["vulkan", "cuda", "rocm"]

@@ -426,3 +426,18 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     one_line_error(fleet.main([*good, "--json", str(tmp_path / "no" / "f.json")]), *capsys.readouterr(),
                    "does not exist")
     one_line_error(fleet.main([*good, "--threshold", "many"]), *capsys.readouterr(), "'many' is not a number")
+
+
+def test_ray_without_the_ray_package_says_how_to_install_it(monkeypatch, capsys):
+    import sys
+    from peakbench.harness import cluster
+    monkeypatch.setitem(sys.modules, "ray", None)
+    assert cluster.main(["--backend", "vulkan"]) == 2
+    err = capsys.readouterr().err
+    assert err == "peakbench ray: error: Python package 'ray' is not installed (pip install 'peakbench[ray]')\n"
+
+
+def test_ray_rejects_a_results_folder_that_does_not_exist(tmp_path, capsys):
+    from peakbench.harness import cluster
+    assert cluster.main(["--results", str(tmp_path / "nope")]) == 2
+    assert "--results" in capsys.readouterr().err

@@ -149,3 +149,17 @@ def test_quick_settings_are_smaller_but_keep_the_warm_up():
     assert quick.sample_s < full.sample_s and quick.max_samples <= full.max_samples
     assert quick.min_samples <= quick.max_samples and full.min_samples >= 10   # DESIGN.md: at least 10
     assert quick.warmup_s >= 0.3 and full.warmup_s >= 0.3                      # DESIGN.md: >= 300 ms
+
+
+def test_a_load_continues_across_a_short_gap_and_starts_afresh_after_a_long_one():
+    load = runner.Load()
+    assert load.begin(10.0, 0.5) == 10.0            # nothing before: the load begins now
+    load.end(11.0)
+    assert load.begin(11.4, 0.5) == 10.0            # 0.4 s later: the same load, warm already
+    load.end(12.0)
+    assert load.begin(12.6, 0.5) == 12.6            # 0.6 s idle: a new load, a full warm-up
+    assert runner.Load().begin(5.0, 0.0) == 5.0
+
+
+def test_quick_shares_the_warm_up_and_the_full_suite_does_not():
+    assert Settings.quick().warm_gap_s > 0 and Settings().warm_gap_s == 0

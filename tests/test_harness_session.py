@@ -146,6 +146,28 @@ def test_peak_clock_of_a_test_overrides_the_boost_clock():
     assert r.pct_of_clock_peak == 90.0      # 1000 * 900 / 1800 = 500 at 900 MHz
 
 
+@pytest.mark.parametrize("test, scales", [
+    ("compute.fp32", True), ("sfu.rcp", True), ("matrix.bf16.fp32.sparse", True), ("gemm.bf16.fp32", True),
+    ("memory.shared", True), ("memory.read", False), ("memory.l2", False), ("transfer.h2d", False),
+    ("latency.l1", False), ("atomic.global_add", False)])
+def test_only_peaks_set_by_the_core_clock_get_a_pct_at_the_measured_clock(test, scales):
+    spec = GpuSpec("Fake GPU", 2000.0, {test: 100.0})
+    r = with_spec(ok(test, 50.0, clock_mhz=1000.0), spec)
+    assert r.pct_of_spec == 50.0
+    assert r.pct_of_clock_peak == (100.0 if scales else None)
+
+
+def test_a_gemm_result_carries_its_ratio_to_the_same_runs_matrix_test():
+    gemm = default_catalog().get("gemm.bf16.fp32")
+    earlier = [ok("matrix.fp16.fp32", 900.0), ok("matrix.bf16.fp32", 800.0)]
+    r = session.with_matrix_ratio(ok("gemm.bf16.fp32", 760.0), gemm, earlier)
+    assert r.evidence["matrix_ratio"] == {"of": "matrix.bf16.fp32", "ratio": 0.95, "matrix_value": 800.0}
+    failed = [Result("matrix.bf16.fp32", "failed", "TFLOPS", reason="x")]
+    assert "matrix_ratio" not in session.with_matrix_ratio(ok("gemm.bf16.fp32", 760.0), gemm, failed).evidence
+    matrix = default_catalog().get("matrix.bf16.fp32")
+    assert session.with_matrix_ratio(ok("matrix.bf16.fp32", 1.0), matrix, earlier).evidence == {}
+
+
 def test_no_clock_gives_pct_of_spec_only():
     r = with_spec(ok("compute.fp32", 25.0), FAKE_SPEC)
     assert r.pct_of_spec == 25.0 and r.pct_of_clock_peak is None
@@ -194,3 +216,19 @@ def test_the_best_variants_samples_are_kept(clock):
     r, device = run(FakeDevice(clock=clock))
     assert r.status == "ok" and len(r.samples) == r.stats["samples"] == SETTINGS.min_samples
     assert min(r.samples) == pytest.approx(r.stats["min"]) and max(r.samples) == pytest.approx(r.stats["max"])
+
+
+def test_consecutive_tests_share_one_warm_up_when_the_gap_is_short(clock):
+    shared = Settings(sample_s=0.002, warmup_s=0.3, min_samples=3, max_samples=5, budget_s=1.0, warm_gap_s=0.5)
+    load = runner.Load()
+    device = FakeDevice(clock=clock)
+    first = run_test(device, OTHER, shared, lambda _: None, load=load)
+    warm_launches = len(device.workloads[0].sizes)
+    clock.advance(0.1)                    # compile and verify of the next test
+    second = run_test(device, OTHER, shared, lambda _: None, load=load)
+    assert first.status == second.status == "ok"
+    # the first warmed up for 0.3 s; the second went straight from calibration to its samples
+    assert warm_launches > len(device.workloads[1].sizes) + 20
+    clock.advance(1.0)                    # idle past the gap: a full warm-up again
+    run_test(device, OTHER, shared, lambda _: None, load=load)
+    assert len(device.workloads[2].sizes) == warm_launches

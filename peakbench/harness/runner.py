@@ -35,10 +35,32 @@ class Settings:
     settle: float = 0.005       # stop sampling once stdrel of the samples is below this
     budget_s: float = 3.0       # wall time per variant, after warm-up
     max_size: int = 1 << 24
+    # A test that starts within this long of the previous test's last launch on the device counts
+    # that test's sustained load towards its warm-up (the clocks have not fallen back); 0: never.
+    warm_gap_s: float = 0.0
 
     @classmethod
     def quick(cls) -> "Settings":
-        return cls(sample_s=0.005, warmup_s=0.3, min_samples=5, max_samples=10, budget_s=1.0)
+        return cls(sample_s=0.005, warmup_s=0.3, min_samples=5, max_samples=10, budget_s=0.5, warm_gap_s=0.5)
+
+
+class Load:
+    """When one device's sustained load began and when its last timed launch ended, so that
+    consecutive tests can share one warm-up (Settings.warm_gap_s)."""
+
+    def __init__(self):
+        self.since: float | None = None
+        self.until: float | None = None
+
+    def begin(self, now: float, gap_s: float) -> float:
+        """When the load a test starting `now` continues began: the previous test's, where it ended
+        under `gap_s` ago; else now."""
+        if self.since is None or self.until is None or now - self.until > gap_s:
+            self.since = now
+        return self.since
+
+    def end(self, now: float) -> None:
+        self.until = now
 
 
 @dataclass
@@ -51,6 +73,7 @@ class VariantResult:
     evidence: dict = field(default_factory=dict)
     samples: list = field(default_factory=list)      # the per-sample values, in the test's unit
     timing: list = field(default_factory=list)       # (GPU seconds, host wall seconds) per sample
+    window: tuple | None = None                      # perf_counter() start and end of the timed samples
 
 
 def calibrate(run: Callable[[int], float], settings: Settings) -> tuple[int, float]:
@@ -90,4 +113,4 @@ def measure(workload, per_item: float, unit: str, settings: Settings, started: f
     read = [c for c in clocks if c]
     return VariantResult(getattr(workload, "name", ""), size, summarize(rates),
                          median(read) if read else None, dict(workload.params),
-                         dict(workload.evidence), rates, timing)
+                         dict(workload.evidence), rates, timing, (t0, time.perf_counter()))

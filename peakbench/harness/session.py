@@ -16,12 +16,14 @@ from typing import Callable
 
 from peakbench.backend import Unsupported, error_text
 from peakbench.catalog import TestSpec
+from peakbench import telemetry
 from peakbench.harness import guards
-from peakbench.harness.runner import Settings, VariantResult, measure
+from peakbench.harness.runner import Load, Settings, VariantResult, measure
 from peakbench.harness.stats import round_significant
 from peakbench.report import compare, render
 from peakbench.report.result import CATEGORIES, Output, Result, ResultFileError, Run, document, save_json
 from peakbench.specs import GpuSpec, match
+from peakbench.telemetry import Sampler
 
 
 def describe(e: BaseException) -> str:
@@ -35,6 +37,12 @@ def _reason(e: Exception) -> str:
     return describe(e).rstrip(": ")
 
 
+def clocked(test: str) -> bool:
+    """Whether a test's peak scales with the core clock: arithmetic and on-chip shared memory do;
+    DRAM, caches behind the core clock's domain, the host link and latency do not."""
+    return test.split(".")[0] in ("compute", "sfu", "matrix", "gemm") or test == "memory.shared"
+
+
 def with_spec(result: Result, spec: GpuSpec | None) -> Result:
     """The result with its spec columns: % of spec, and % of the peak at the clock measured
     during the test (a new Result; the one given is left as it is)."""
@@ -42,11 +50,21 @@ def with_spec(result: Result, spec: GpuSpec | None) -> Result:
     if peak is None or result.value is None:
         return result
     columns = {"spec_value": peak, "pct_of_spec": round(100 * result.value / peak, 1)}
-    # Only arithmetic peaks scale with the core clock; memory and latency do not.
-    if result.clock_mhz and result.test.split(".")[0] in ("compute", "matrix"):
+    if result.clock_mhz and clocked(result.test):
         at_clock = peak * result.clock_mhz / spec.peak_clock_mhz(result.test)
         columns["pct_of_clock_peak"] = round(100 * result.value / at_clock, 1)
     return replace(result, **columns)
+
+
+def with_matrix_ratio(result: Result, test: TestSpec, earlier: list[Result]) -> Result:
+    """A vendor GEMM's result with its ratio to the same run's matrix test of the same types
+    (which the catalog runs first), where both are ok."""
+    matrix = getattr(test, "matrix", None)
+    peer = next((r for r in earlier if r.test == matrix and r.status == "ok" and r.value), None)
+    if not matrix or result.status != "ok" or peer is None:
+        return result
+    ratio = {"of": matrix, "ratio": round(result.value / peer.value, 3), "matrix_value": peer.value}
+    return replace(result, evidence={**result.evidence, "matrix_ratio": ratio})
 
 
 def unsupported(test: TestSpec, reason: str) -> Result:
@@ -78,6 +96,9 @@ def static_guards(test: TestSpec, variant, workload, device, spec, checks: dict)
     if census is not False:
         problem = _apply(checks, "types", guards.types(test, variant, census))
         problem = problem or _apply(checks, "work", guards.work(test, variant, census, getattr(workload, "loop_items", None)))
+        sass = workload.evidence.get("sass") if isinstance(getattr(workload, "evidence", None), dict) else None
+        if not problem and isinstance(sass, dict):    # the machine code NVIDIA's Vulkan driver made
+            problem = _apply(checks, "sass", guards.sass(test, variant, workload.params, sass))
         if problem:
             return problem
     stride = workload.params.get("stride_bytes") if test.family == "latency" else None
@@ -91,7 +112,7 @@ def measured_guards(test: TestSpec, v: VariantResult, device, spec, checks: dict
     problem = None
     if v.timing:
         problem = _apply(checks, "timer", guards.timer(v.timing))
-    if not problem and test.family in ("compute", "matrix"):
+    if not problem and clocked(test.name):
         problem = _apply(checks, "clock-ceiling", guards.clock_ceiling(test, v.summary.median, v.clock_mhz, spec))
     if not problem and test.family == "latency":
         problem = _apply(checks, "cycle-clock", guards.cycle_clock(v.clock_mhz, device.info, spec))
@@ -99,19 +120,46 @@ def measured_guards(test: TestSpec, v: VariantResult, device, spec, checks: dict
 
 
 def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str], None],
-             spec: GpuSpec | None = None) -> Result:
+             spec: GpuSpec | None = None, sampler: Sampler | None = None, load: Load | None = None) -> Result:
+    """One test on one opened device; with a telemetry `sampler`, the readings taken while it ran
+    (over the best variant's timed samples where it has them) go with its result; `load` is the
+    device's, for a warm-up shared with the test before (Settings.warm_gap_s)."""
+    if sampler is None:
+        return _run_test(device, test, settings, progress, spec, load)[0]
+    sampler.start()
+    try:
+        result, window = _run_test(device, test, settings, progress, spec, load)
+    finally:
+        samples = sampler.stop()
+    return with_telemetry(result, samples, window)
+
+
+def with_telemetry(result: Result, samples: list, window: tuple | None) -> Result:
+    """The result with its telemetry summary, energy and efficiency (unsupported tests ran nothing)."""
+    if result.status == "unsupported":
+        return result
+    found, energy = telemetry.summarize(samples, window)
+    if found is None:
+        return result
+    return replace(result, telemetry=found, energy_j=energy,
+                   efficiency=telemetry.efficiency(result.value, result.unit, found))
+
+
+def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str], None],
+              spec: GpuSpec | None, load: Load | None = None) -> tuple[Result, tuple | None]:
+    """The result, and the best variant's timed window (None where the workload timed itself)."""
     try:
         reason = device.support(test)
         # Matrix tests take their variants (shapes) from the device; others from the catalog.
         offered = () if reason else device.variants(test)
     except Exception as e:
-        return Result(test.name, "failed", test.unit, reason=_reason(e))
+        return Result(test.name, "failed", test.unit, reason=_reason(e)), None
     if reason:
-        return unsupported(test, reason)
+        return unsupported(test, reason), None
     if guards.no_kernel(test):
-        return Result(test.name, "failed", test.unit, reason=guards.no_kernel(test))
+        return Result(test.name, "failed", test.unit, reason=guards.no_kernel(test)), None
     if not offered:
-        return Result(test.name, "failed", test.unit, reason="the backend offered no variant to run")
+        return Result(test.name, "failed", test.unit, reason="the backend offered no variant to run"), None
     variants: list[VariantResult] = []
     started = None      # sustained load begins with the first variant's calibration launch
     for variant in offered:
@@ -121,17 +169,19 @@ def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str
             checks = workload.evidence.setdefault("guards", {})
             problem = static_guards(test, variant, workload, device, spec, checks) or workload.verify()
             if problem:
-                return failed(test, variant, problem, workload.params, workload.evidence)
+                return failed(test, variant, problem, workload.params, workload.evidence), None
             if hasattr(workload, "measure"):      # latency and launch: the workload measures itself
                 v = workload.measure(settings, device.clock_mhz, spec)
             else:
-                started = started or time.perf_counter()
+                load = load or Load()
+                started = started or load.begin(time.perf_counter(), settings.warm_gap_s)
                 v = measure(workload, test.per_item(variant), test.unit, settings, started, device.clock_mhz)
+                load.end(time.perf_counter())
             v.name = variant.name
             v.evidence["guards"] = checks = {**checks, **v.evidence.get("guards", {})}
             problem = measured_guards(test, v, device, spec, checks)
             if problem:
-                return failed(test, variant, problem, v.params, v.evidence)
+                return failed(test, variant, problem, v.params, v.evidence), None
             series = workload.series() if hasattr(workload, "series") else None
             if series:
                 v.evidence["series"] = series
@@ -140,9 +190,9 @@ def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str
                      f" (spread {v.summary.spread_pct:.1f}%, {v.summary.samples} samples"
                      f"{f', {v.clock_mhz:.0f} MHz' if v.clock_mhz else ''})")
         except Unsupported as e:
-            return unsupported(test, str(e))
+            return unsupported(test, str(e)), None
         except Exception as e:
-            return Result(test.name, "failed", test.unit, reason=f"variant {variant.name}: {_reason(e)}")
+            return Result(test.name, "failed", test.unit, reason=f"variant {variant.name}: {_reason(e)}"), None
         finally:
             if workload is not None and hasattr(workload, "close"):
                 try:
@@ -158,9 +208,10 @@ def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str
     evidence = dict(best.evidence)
     # A sweep is taken once per test, by the variant that offers one, whichever variant wins.
     series = evidence.pop("series", None) or next((v.evidence["series"] for v in variants if v.evidence.get("series")), None)
-    return Result(test.name, "ok", test.unit, value=round_significant(best.summary.median, 4),
-                  stats=best.summary.as_json(), clock_mhz=best.clock_mhz, params=params,
-                  evidence=evidence, series=series, samples=list(best.samples))
+    result = Result(test.name, "ok", test.unit, value=round_significant(best.summary.median, 4),
+                    stats=best.summary.as_json(), clock_mhz=best.clock_mhz, params=params,
+                    evidence=evidence, series=series, samples=list(best.samples))
+    return result, best.window
 
 
 class Session:
@@ -221,20 +272,27 @@ class Session:
             run.results += [Result(t.name, "failed", t.unit, reason=reason) for t in tests]
             self.save()
             return
+        sampler, load = Sampler.for_device(info), Load()
         try:
             for test in tests:
                 progress(f"[{backend.name}:{index}] {test.name} ...")
-                result = run_test(device, test, settings, progress, spec)
+                result = run_test(device, test, settings, progress, spec, sampler, load)
                 try:
                     result = with_spec(result, spec)
+                    result = with_matrix_ratio(result, test, run.results)
                 except Exception as e:       # a spec entry that cannot be applied: say so, go on
                     progress(f"  {test.name}: spec '{spec.name}' not applied: {describe(e)}")
                 self.failed |= result.status == "failed"
                 if result.status != "ok":
                     progress(f"  {test.name}: {result.status}: {result.reason}")
+                throttled = (result.telemetry or {}).get("throttle_reasons")
+                if throttled:
+                    progress(f"  {test.name}: throttled: {', '.join(throttled)}")
                 run.results.append(result)
                 self.save()
         finally:
+            if sampler is not None:
+                sampler.close()
             try:
                 device.close()
             except Exception as e:     # e.g. a kernel fault reported at the last synchronize

@@ -7,7 +7,9 @@ import textwrap
 
 from tabulate import tabulate
 
-HEADERS = ("test", "value", "unit", "spec", "% spec", "MHz", "% at clock", "status / reason")
+from peakbench.telemetry import throttle_cause
+
+HEADERS = ("test", "value", "unit", "spec", "% spec", "MHz", "% at clock", "W", "per W", "status / reason")
 WIDTH = 120               # the terminal table's lines, title and reason list included
 MIN_STATUS = 24           # the status column keeps this much even beside very long test names
 # Columns that stay even when no row fills them; the others are left out when empty.
@@ -28,20 +30,50 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _telemetry(r: dict) -> dict:
+    return r.get("telemetry") if isinstance(r.get("telemetry"), dict) else {}
+
+
+def throttled(r: dict) -> str | None:
+    """'power throttle: sw_power_cap' where the result was taken under a throttle, else None."""
+    reasons = _telemetry(r).get("throttle_reasons")
+    if not isinstance(reasons, list) or not reasons:
+        return None
+    reasons = [str(x) for x in reasons]
+    return f"{throttle_cause(reasons)} throttle: {', '.join(reasons)}"
+
+
 def _status(r: dict) -> str:
+    marks = [m for m in (throttled(r),) if m]
     if r["status"] != "ok":
         reason = _one_line(r.get("reason") or "")
-        return f"{r['status']}: {reason}" if reason else r["status"]
+        text = f"{r['status']}: {reason}" if reason else r["status"]
+        return f"{text} ({marks[0]})" if marks else text
     spread = (r.get("stats") or {}).get("spread_pct")
     if isinstance(spread, (int, float)) and spread > 5:
-        return f"ok (noisy: spread {spread:.0f}%)"
-    return "ok"
+        marks.insert(0, f"noisy: spread {spread:.0f}%")
+    ratio = (r.get("evidence") or {}).get("matrix_ratio")
+    if isinstance(ratio, dict) and isinstance(ratio.get("ratio"), (int, float)):
+        marks.append(f"{ratio['ratio']:.2f} of {ratio.get('of')}")
+    return f"ok ({'; '.join(marks)})" if marks else "ok"
+
+
+def _power(r: dict) -> str:
+    power = _telemetry(r).get("power_w")
+    return _num(power.get("mean"), 0) if isinstance(power, dict) else ""
+
+
+def _efficiency(r: dict) -> str:
+    e = r.get("efficiency")
+    if not isinstance(e, dict) or not isinstance(e.get("value"), (int, float)):
+        return ""
+    return f"{_num(e['value'], 3 if abs(e['value']) < 10 else 1)} {e.get('unit', '')}".strip()
 
 
 def rows(run: dict) -> list[tuple]:
     return [(r["test"], _num(r.get("value"), _value_digits(r.get("value"))), r["unit"],
              _num(r.get("spec_value")), _num(r.get("pct_of_spec")), _num(r.get("clock_mhz"), 0),
-             _num(r.get("pct_of_clock_peak")), _status(r)) for r in run["results"]]
+             _num(r.get("pct_of_clock_peak")), _power(r), _efficiency(r), _status(r)) for r in run["results"]]
 
 
 def _columns(body: list[tuple]) -> list[int]:
@@ -150,7 +182,8 @@ def csv_text(runs: list[dict]) -> str:
     w = csv.writer(buf)
     w.writerow(("backend", "device", "driver", "test", "status", "value", "unit", "spec_value",
                 "pct_of_spec", "clock_mhz", "pct_of_clock_peak", "median", "min", "max", "samples",
-                "spread_pct", "reason"))
+                "spread_pct", "reason", "power_w", "energy_j", "efficiency", "efficiency_unit",
+                "throttle_reasons"))
     for run in runs:
         for r in run["results"]:
             s = r.get("stats") or {}
@@ -158,5 +191,13 @@ def csv_text(runs: list[dict]) -> str:
                         r["status"], r.get("value"), r["unit"], r.get("spec_value"),
                         r.get("pct_of_spec"), r.get("clock_mhz"), r.get("pct_of_clock_peak"),
                         s.get("median"), s.get("min"), s.get("max"), s.get("samples"),
-                        s.get("spread_pct"), r.get("reason")))
+                        s.get("spread_pct"), r.get("reason"), *_csv_telemetry(r)))
     return buf.getvalue()
+
+
+def _csv_telemetry(r: dict) -> tuple:
+    power = _telemetry(r).get("power_w")
+    e = r.get("efficiency") if isinstance(r.get("efficiency"), dict) else {}
+    reasons = _telemetry(r).get("throttle_reasons")
+    return (power.get("mean") if isinstance(power, dict) else None, r.get("energy_j"), e.get("value"),
+            e.get("unit"), ";".join(map(str, reasons)) if isinstance(reasons, list) else None)

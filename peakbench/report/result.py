@@ -42,6 +42,9 @@ class Result:
     evidence: dict = field(default_factory=dict)
     series: dict | None = None
     samples: list | None = None              # the best variant's per-sample values, in `unit`
+    telemetry: dict | None = None            # management-library readings while it ran (peakbench.telemetry)
+    energy_j: float | None = None            # mean board power x the timed samples' duration
+    efficiency: dict | None = None           # {"value", "unit"}: the value per watt
 
     def __post_init__(self):
         if self.status not in STATUSES:

@@ -1,0 +1,144 @@
+"""`--device all`: every GPU of the node measured at the same time, one process per GPU.
+
+The planned (backend, device) pairs are grouped by GPU (its UUID; a device without one is a GPU of
+its own), and each group runs in a process of its own, `peakbench --backend B --device N --json
+FILE` once per backend of that GPU, one after another, while the other GPUs' groups run alongside:
+GPUs of one node share power and cooling, and the slowest sets a job's pace, so they are measured
+loaded together. Each process writes its own record; they are merged into one document, a run per
+device, in the order planned. A process that ends without a record fails its device's tests with
+its exit status and last line; SIGINT or SIGTERM is passed on to every process, and what they
+measured is kept.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import fields
+from pathlib import Path
+
+import peakbench
+from peakbench.report.result import Result, Run
+
+RESULT_FIELDS = {f.name for f in fields(Result)}
+
+
+def gpu_groups(plans: list) -> list[list]:
+    """The (backend, index) plans grouped by GPU, in the order first planned."""
+    groups: dict = {}
+    for backend, index in plans:
+        info = backend.devices()[index]
+        uuid = info.uuid.lower().strip()
+        key = uuid if uuid.strip("0-") else (backend.name, index)
+        groups.setdefault(key, []).append((backend, index))
+    return list(groups.values())
+
+
+def child_command(backend: str, index: int, json_path: str, options: list[str]) -> list[str]:
+    return [sys.executable, "-m", "peakbench", *options, "--backend", backend, "--device", str(index),
+            "--json", json_path]
+
+
+def _env() -> dict:
+    """The environment of a child: ours, with this peakbench importable (a checkout need not be installed)."""
+    root = str(Path(peakbench.__file__).resolve().parents[1])
+    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def run_from_json(run: dict) -> Run:
+    results = [Result(**{k: v for k, v in r.items() if k in RESULT_FIELDS}) for r in run["results"]]
+    return Run(run["backend"], run["device"], run.get("spec"), results)
+
+
+class Child:
+    """One backend on one GPU in a process of its own; its stderr goes to ours, line by line."""
+
+    def __init__(self, backend, index: int, options: list[str], folder: str, progress):
+        self.backend, self.index, self.progress = backend, index, progress
+        self.json = os.path.join(folder, f"{backend.name}-{index}.json")
+        self.last_line = ""
+        self.proc = subprocess.Popen(child_command(backend.name, index, self.json, options), env=_env(),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self._reader = threading.Thread(target=self._relay, daemon=True)
+        self._reader.start()
+
+    def _relay(self) -> None:
+        prefix = f"[{self.backend.name}:{self.index}]"
+        for line in self.proc.stderr:
+            line = line.rstrip("\n")
+            if line.strip():
+                self.last_line = line.strip()
+                self.progress(line if line.startswith("[") else f"{prefix} {line}")
+
+    def wait(self) -> int:
+        code = self.proc.wait()
+        self._reader.join()
+        return code
+
+    def runs(self, tests, code: int) -> list[Run]:
+        """What the process recorded; where it recorded nothing, the device's tests failed."""
+        try:
+            return [run_from_json(r) for r in json.loads(Path(self.json).read_text())["runs"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        info = self.backend.devices()[self.index]
+        status = f"signal {-code}" if code < 0 else f"status {code}"
+        reason = f"the process measuring this device ended with {status}: {self.last_line or 'no message'}"
+        return [Run(self.backend.name, info.as_json(), None,
+                    [Result(t.name, "failed", t.unit, reason=reason) for t in tests])]
+
+
+def measure_all(session, plans: list, tests, options: list[str]) -> None:
+    """Every GPU's group in parallel (see the module), the runs into `session`, saving as each ends."""
+    groups = gpu_groups(plans)
+    done: dict[int, list[Run]] = {}
+    children: list[Child] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def run_group(n: int, group: list, folder: str) -> None:
+        runs = []
+        for backend, index in group:
+            if stop.is_set():
+                break
+            with lock:
+                child = Child(backend, index, options, folder, session.progress)
+                children.append(child)
+            code = child.wait()
+            runs += child.runs(tests, code)
+            if code not in (0, 1) and not stop.is_set():
+                session.failed = True
+        with lock:
+            done[n] = runs
+            session.runs = [r for k in sorted(done) for r in done[k]]
+            session.save()
+
+    def wait() -> None:
+        # A sleep, not Thread.join: a signal that interrupts a join can leave the thread looking ended.
+        while len(done) < len(groups):
+            time.sleep(0.1)
+
+    with tempfile.TemporaryDirectory(prefix="peakbench-devices-") as folder:
+        for n, g in enumerate(groups):
+            threading.Thread(target=run_group, args=(n, g, folder), daemon=True).start()
+        try:
+            wait()
+        except KeyboardInterrupt as e:
+            session.signum = getattr(e, "signum", signal.SIGINT)
+            session.progress(f"interrupted ({signal.Signals(session.signum).name}): "
+                             "stopping every device, keeping what each measured")
+            stop.set()
+            with lock:
+                for child in children:
+                    if child.proc.poll() is None:
+                        child.proc.send_signal(session.signum)
+            wait()
+    session.runs = [r for k in sorted(done) for r in done[k]]
+    session.failed |= any(r.status == "failed" for run in session.runs for r in run.results)

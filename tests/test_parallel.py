@@ -1,0 +1,94 @@
+"""`--device all`: one process per GPU, merged into one document (peakbench.harness.parallel), on lavapipe
+for real, and its grouping and failure handling on fakes."""
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from fakes import FakeBackend, FakeDevice, fake_info
+from helpers import run_peakbench
+from peakbench.catalog import default_catalog
+from peakbench.harness import parallel
+
+
+def test_device_all_runs_each_device_in_a_process_and_merges_one_record(vulkan_backend, tmp_path):
+    out = tmp_path / "all.json"
+    p = run_peakbench("--backend", "vulkan", "--device", "all", "--quick", "--tests", "compute.fp32",
+                      "--json", str(out), "--csv", str(tmp_path / "all.csv"))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    names = [d.name for d in vulkan_backend.devices()]
+    assert [r["device"]["name"] for r in doc["runs"]] == names        # a run per device, in order
+    assert all(r["results"][0]["status"] == "ok" and r["results"][0]["value"] > 0 for r in doc["runs"])
+    assert doc["options"]["device"] == "all" and doc["options"]["sequential"] is False
+    assert "compute.fp32" in p.stdout                                   # the parent prints the tables
+    assert "compute.fp32" in (tmp_path / "all.csv").read_text()
+
+
+def test_plans_are_grouped_by_gpu_uuid_and_a_zero_uuid_is_a_gpu_of_its_own():
+    same = fake_info(0, "A")
+    zero = SimpleNamespace(**{**vars(fake_info(1, "B")), "uuid": "00000000-0000-0000-0000-000000000000"})
+    vulkan = FakeBackend([FakeDevice(info=same), FakeDevice(info=zero), FakeDevice(info=zero)])
+    cuda = FakeBackend([FakeDevice(info=same)])
+    cuda.name = "cuda"
+    groups = parallel.gpu_groups([(vulkan, 0), (vulkan, 1), (vulkan, 2), (cuda, 0)])
+    assert [[(b.name, i) for b, i in g] for g in groups] == [[("vulkan", 0), ("cuda", 0)], [("vulkan", 1)],
+                                                             [("vulkan", 2)]]
+
+
+def test_a_process_that_leaves_no_record_fails_its_tests_with_its_status(tmp_path):
+    child = parallel.Child.__new__(parallel.Child)
+    child.backend, child.index, child.json = FakeBackend([FakeDevice()]), 0, str(tmp_path / "none.json")
+    child.last_line = "Segmentation fault"
+    tests = default_catalog().select(["compute.fp32", "memory.read"])
+    (run,) = child.runs(tests, -11)
+    assert run.device["name"] == "Fake GPU 9000"
+    assert {r.status for r in run.results} == {"failed"}
+    assert run.results[0].reason == "the process measuring this device ended with signal 11: Segmentation fault"
+
+
+@pytest.mark.gpu
+def test_device_all_on_the_gpu_node_gives_every_gpu_a_run_with_telemetry(request, tmp_path):
+    from helpers import gpu_required
+    from peakbench.backend import load
+    try:
+        backend = load("cuda")
+    except Exception as e:
+        (pytest.fail if gpu_required(request.config) else pytest.skip)(str(e))
+    count = len(backend.devices())
+    backend.close()
+    out = tmp_path / "all.json"
+    p = run_peakbench("--backend", "cuda", "--device", "all", "--quick", "--tests", "compute.fp32,memory.read",
+                      "--json", str(out), timeout=600)
+    assert p.returncode == 0, p.stderr
+    runs = json.loads(out.read_text())["runs"]
+    assert len(runs) == count and len({r["device"]["uuid"] for r in runs}) == count
+    assert all(r["results"][0]["telemetry"]["power_w"]["mean"] > 50 for r in runs)
+
+
+def test_sigterm_reaches_every_device_process_and_what_they_measured_is_kept(vulkan_backend, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from helpers import ROOT
+    out = tmp_path / "all.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    p = subprocess.Popen([sys.executable, "-m", "peakbench", "--backend", "vulkan", "--device", "all", "--quick",
+                          "--tests", "compute.fp32,compute.int32,compute.fp16,compute.fp64", "--json", str(out)],
+                         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = ""
+    deadline = time.monotonic() + 120
+    while "compute.fp32 ..." not in seen and time.monotonic() < deadline:     # the first, fp64, is done
+        seen += p.stderr.readline()
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 143, seen + err
+    doc = json.loads(out.read_text())
+    assert doc["interrupted"] is True
+    results = doc["runs"][0]["results"]
+    assert results[0]["test"] == "compute.fp64" and results[0]["status"] == "ok"
+    assert len(results) < 4 and "Traceback" not in err
