@@ -1,5 +1,6 @@
 """Checks of the spec database data (peakbench/specs/gpus.toml): fields, names, sources, and that
-every per-clock rate reproduces its peak (units * rate * clock_mhz / 1e6 == peak, within 2%)."""
+every per-clock rate reproduces its peak (units * rate * clock_mhz, in the test's unit, == peak
+within 2%), sparse peaks are twice the dense ones, host links match the PCIe arithmetic."""
 from __future__ import annotations
 
 import re
@@ -8,22 +9,24 @@ from pathlib import Path
 
 import pytest
 
+from peakbench import specs
+from peakbench.catalog import default_catalog
+from peakbench.harness.session import clocked
+
 DATABASE = Path(__file__).parents[1] / "peakbench/specs/gpus.toml"
 
-# The test catalog of DESIGN.md ("Test names").
-COMPUTE = ["compute.fp64", "compute.fp32", "compute.fp16", "compute.bf16", "compute.int32",
-           "compute.int16", "compute.int8", "compute.fp8_e4m3", "compute.fp8_e5m2",
-           "compute.int4", "compute.fp4"]
-MATRIX = ["matrix.fp16.fp16", "matrix.fp16.fp32", "matrix.bf16.fp32", "matrix.tf32.fp32",
-          "matrix.fp8_e4m3.fp32", "matrix.fp8_e5m2.fp32", "matrix.int8.int32",
-          "matrix.int4.int32", "matrix.fp4.fp32", "matrix.fp64.fp64"]
-MEMORY = ["memory.read", "memory.write", "memory.copy"]
-LATENCY = ["latency.l0", "latency.l1", "latency.l2", "latency.l3", "latency.dram"]
-LAUNCH = ["launch.overhead"]
-TEST_NAMES = frozenset(COMPUTE + MATRIX + MEMORY + LATENCY + LAUNCH)
+# The test catalog, name -> unit.
+UNITS = {t.name: t.unit for t in default_catalog().tests}
+TEST_NAMES = frozenset(UNITS)
+DRAM = ["memory.read", "memory.write", "memory.copy"]
 # Tests that a vendor peak can exist for (latency and launch have none).
-PEAK_TESTS = frozenset(COMPUTE + MATRIX + MEMORY)
-RATE_TESTS = frozenset(COMPUTE + MATRIX)
+PEAK_TESTS = frozenset(t for t in TEST_NAMES if t.split(".")[0] not in ("latency", "launch"))
+# A per-clock rate exists only where the peak scales with the core clock (the % at clock does too).
+RATE_TESTS = frozenset(t for t in PEAK_TESTS if clocked(t))
+# units * rate (per clock per unit) * clock in MHz is 1e6 per second: this many make the unit.
+PER_UNIT = {"TFLOPS": 1e6, "TOPS": 1e6, "GB/s": 1e3, "GOPS": 1e3}
+# PCIe per-lane rate by generation (GT/s), all 128b/130b encoded (PCI-SIG).
+PCIE_GTS = {"3.0": 8, "4.0": 16, "5.0": 32, "6.0": 64}
 
 VENDORS = {"NVIDIA", "AMD", "Intel", "Apple"}
 REQUIRED = {
@@ -32,7 +35,8 @@ REQUIRED = {
     "memory_bandwidth_gbs": (int, float), "source": str, "peaks": dict,
 }
 OPTIONAL_NUMBERS = ("memory_gb", "l1_kib_per_unit", "l2_mib", "l3_mib")
-KNOWN_FIELDS = set(REQUIRED) | set(OPTIONAL_NUMBERS) | {"rates", "sources", "peak_clock_mhz"}
+KNOWN_FIELDS = set(REQUIRED) | set(OPTIONAL_NUMBERS) | {"rates", "sources", "peak_clock_mhz",
+                                                         "host_link", "host_link_gbs"}
 PCI_ID = re.compile(r"^0x[0-9a-f]{4}:0x[0-9a-f]{4}$")
 TOLERANCE = 0.02
 
@@ -80,14 +84,14 @@ def test_required_fields(gpu):
 @pytest.mark.parametrize("gpu", GPUS, ids=GPU_IDS)
 def test_peaks_are_catalog_tests_with_positive_values(gpu):
     for test, value in gpu["peaks"].items():
-        assert test in TEST_NAMES, f"{gpu['name']}: '{test}' is not a test name of DESIGN.md"
+        assert test in TEST_NAMES, f"{gpu['name']}: '{test}' is not a test of the catalog"
         assert test in PEAK_TESTS, f"{gpu['name']}: '{test}' cannot have a vendor peak"
         assert _is_number(value) and value > 0, f"{gpu['name']}: {test} = {value!r}"
 
 
 @pytest.mark.parametrize("gpu", GPUS, ids=GPU_IDS)
 def test_memory_peaks_equal_bandwidth(gpu):
-    for test in MEMORY:
+    for test in DRAM:
         assert test in gpu["peaks"], f"{gpu['name']}: missing {test}"
         assert gpu["peaks"][test] == gpu["memory_bandwidth_gbs"], f"{gpu['name']}: {test}"
 
@@ -108,15 +112,67 @@ def _rate_cases():
 @pytest.mark.parametrize("gpu, test", _rate_cases())
 def test_rate_reproduces_peak(gpu, test):
     rate = gpu["rates"][test]
-    assert test in RATE_TESTS, f"{gpu['name']}: rate for non-compute test {test}"
+    assert test in RATE_TESTS, f"{gpu['name']}: rate for {test}, whose peak does not scale with the clock"
     assert _is_number(rate) and rate > 0
     assert test in gpu["peaks"], f"{gpu['name']}: rate for {test} but no peak"
     clock = gpu.get("peak_clock_mhz", {}).get(test, gpu["boost_clock_mhz"])
-    derived = gpu["units"] * rate * clock / 1e6
+    derived = gpu["units"] * rate * clock / PER_UNIT[UNITS[test]]
     peak = gpu["peaks"][test]
     assert abs(derived / peak - 1) <= TOLERANCE, (
-        f"{gpu['name']} {test}: {gpu['units']} units x {rate} ops/clk x {clock} MHz = "
-        f"{derived:.2f}, peak {peak}")
+        f"{gpu['name']} {test}: {gpu['units']} units x {rate}/clk x {clock} MHz = "
+        f"{derived:.2f} {UNITS[test]}, peak {peak}")
+
+
+def test_every_unit_of_a_rate_test_converts():
+    assert {UNITS[t] for t in RATE_TESTS} <= set(PER_UNIT)
+
+
+def test_rates_cover_the_new_per_clock_families():
+    # The check above reaches the bytes and results rates, not only TFLOPS and TOPS.
+    cases = {test for gpu in GPUS for test in gpu.get("rates", {})}
+    assert {"memory.shared", "sfu.rcp", "matrix.fp16.fp32.sparse"} <= cases
+
+
+@pytest.mark.parametrize("gpu", GPUS, ids=GPU_IDS)
+def test_sparse_peaks_are_twice_dense_at_the_dense_clock(gpu):
+    peaks, clocks, rates = gpu["peaks"], gpu.get("peak_clock_mhz", {}), gpu.get("rates", {})
+    for test in (t for t in peaks if t.endswith(".sparse")):
+        dense = test.removesuffix(".sparse")
+        assert dense in peaks, f"{gpu['name']}: {test} without {dense}"
+        assert abs(peaks[test] / (2 * peaks[dense]) - 1) <= TOLERANCE, f"{gpu['name']}: {test}"
+        assert clocks.get(test) == clocks.get(dense), f"{gpu['name']}: {test} clock differs from {dense}'s"
+        if test in rates or dense in rates:
+            assert rates.get(test) == 2 * rates.get(dense, 0), f"{gpu['name']}: {test} rate"
+        assert test in gpu.get("sources", {}), f"{gpu['name']}: no source for {test} (the sparse column)"
+
+
+@pytest.mark.parametrize("gpu", GPUS, ids=GPU_IDS)
+def test_gemm_peaks_come_from_the_matrix_test(gpu):
+    assert not [t for t in gpu["peaks"] if t.startswith("gemm.")], "the loader derives gemm.* peaks"
+    spec = specs.find(specs.load_database(), gpu["name"])
+    for gemm in (t for t in TEST_NAMES if t.startswith("gemm.")):
+        matrix = specs.matrix_of(gemm)
+        assert spec.peak(gemm) == gpu["peaks"].get(matrix)
+        assert spec.peak_clock_mhz(gemm) == spec.peak_clock_mhz(matrix)
+
+
+@pytest.mark.parametrize("gpu", [g for g in GPUS if "host_link" in g or "host_link_gbs" in g],
+                         ids=[g["name"] for g in GPUS if "host_link" in g or "host_link_gbs" in g])
+def test_host_link_rate_is_the_pcie_arithmetic(gpu):
+    link = re.fullmatch(r"PCIe (\d\.0) x(\d+)", gpu["host_link"])
+    assert link, f"{gpu['name']}: host_link '{gpu['host_link']}' is not 'PCIe N.0 xW'"
+    per_direction = PCIE_GTS[link[1]] * int(link[2]) * 128 / 130 / 8
+    assert abs(gpu["host_link_gbs"] / per_direction - 1) <= TOLERANCE, (
+        f"{gpu['name']}: {gpu['host_link_gbs']} GB/s, {gpu['host_link']} gives {per_direction:.2f}")
+    assert "host_link_gbs" in gpu.get("sources", {}), f"{gpu['name']}: no source for host_link_gbs"
+
+
+def test_the_h200_has_every_spec_its_new_tests_compare_against():
+    spec = specs.find(specs.load_database(), "NVIDIA H200 SXM")
+    expected = {"transfer.h2d": 64, "transfer.bidir": 128, "memory.shared": 33454, "sfu.rsqrt": 4.18,
+                "gemm.bf16.fp32": 989.4, "matrix.int8.int32.sparse": 3957.8}
+    assert {t: spec.peak(t) for t in expected} == expected
+    assert spec.peak_clock_mhz("gemm.fp8_e4m3.fp32") == 1830 and spec.peak_clock_mhz("sfu.sin") == 1980
 
 
 @pytest.mark.parametrize("gpu", [g for g in GPUS if g["vendor"] in ("NVIDIA", "AMD")],
@@ -229,3 +285,4 @@ def test_h200_sxm_matches_datasheet():
         assert p[test] == pytest.approx(value, rel=0.015), test
     for test, value in datasheet_sparse.items():
         assert p[test] == pytest.approx(value / 2, rel=0.002), test
+        assert p[test + ".sparse"] == pytest.approx(value, rel=0.002), test

@@ -17,6 +17,19 @@ from pathlib import Path
 
 DATABASE = Path(__file__).with_name("gpus.toml")
 REQUIRED = ("name", "boost_clock_mhz", "peaks")
+# The host link's tests, by how many of its directions they use: a transfer test's peak is the
+# link's theoretical rate per direction (host_link_gbs) times that, unless [gpu.peaks] names one.
+LINK_TESTS = {"transfer.h2d": 1, "transfer.d2h": 1, "transfer.bidir": 2}
+
+
+def matrix_of(test: str) -> str:
+    """The matrix-unit test whose peak a vendor GEMM test is set beside (gemm.X -> matrix.X)."""
+    return "matrix." + test.split(".", 1)[1]
+
+
+def _borrows(test: str) -> bool:
+    """A gemm.* test runs on the matrix units: without its own peak it takes matrix.*'s."""
+    return test.startswith("gemm.")
 
 
 class SpecError(Exception):
@@ -34,11 +47,24 @@ class GpuSpec:
     data: dict = field(default_factory=dict, compare=False, repr=False)
 
     def peak(self, test: str) -> float | None:
-        return self.peaks.get(test)
+        if test in self.peaks:
+            return self.peaks[test]
+        if _borrows(test):
+            return self.peak(matrix_of(test))
+        link = self.data.get("host_link_gbs")
+        return float(link * LINK_TESTS[test]) if link and test in LINK_TESTS else None
 
     def peak_clock_mhz(self, test: str) -> float:
         """The clock a test's peak assumes (some vendors quote tensor peaks at a lower clock)."""
-        return float(self.data.get("peak_clock_mhz", {}).get(test, self.boost_clock_mhz))
+        clocks = self.data.get("peak_clock_mhz", {})
+        if _borrows(test) and test not in self.peaks and test not in clocks:
+            test = matrix_of(test)
+        return float(clocks.get(test, self.boost_clock_mhz))
+
+    def peaks_of(self, tests) -> dict:
+        """The peak of each of `tests` that has one: its own, or derived (gemm.* from matrix.*,
+        transfer.* from the host link)."""
+        return {t: p for t in tests if (p := self.peak(t)) is not None}
 
     def as_json(self) -> dict:
         return {"name": self.name, "boost_clock_mhz": self.boost_clock_mhz, "source": self.source}
@@ -64,7 +90,8 @@ PCI_ID = re.compile(r"0x[0-9a-f]{4}:0x[0-9a-f]{4}", re.I)
 
 # Every field an entry may have, with its check and what the check asks for. The lookup reads
 # name, match and pci_ids; a run reads peaks, boost_clock_mhz and peak_clock_mhz; the latency
-# sweep reads the cache sizes, vendor and architecture; `peakbench specs` shows the rest.
+# sweep reads the cache sizes, vendor and architecture; the transfer tests read host_link_gbs;
+# `peakbench specs` shows the rest.
 FIELDS = {
     "name": (lambda v: _string(v) and bool(v.strip()), "must be a string"),
     "vendor": (_string, "must be a string"),
@@ -82,6 +109,10 @@ FIELDS = {
     "l1_kib_per_unit": (_number, "must be a positive number"),
     "l2_mib": (_number, "must be a positive number"),
     "l3_mib": (lambda v: _is_number(v) and v >= 0, "must be a number, 0 or more (0: no L3)"),
+    # the host link as the vendor names it ("PCIe 5.0 x16", "NVLink-C2C"), and its theoretical
+    # rate in one direction, GB/s
+    "host_link": (lambda v: _string(v) and bool(v.strip()), "must be a string"),
+    "host_link_gbs": (_number, "must be a positive number"),
 }
 # Tables: the check of each value in them.
 TABLES = {
