@@ -40,6 +40,15 @@ def test_a_timer_fast_in_every_launch_fails():
                        " (GPU/wall at most 0.10 over 5 launches, at least 0.25)")
 
 
+def test_on_a_gpu_a_timer_twice_as_fast_fails_where_a_cpu_device_may_read_so():
+    timing = [(0.02, 0.05)] * 5                   # GPU/wall 0.4: a loaded lavapipe reads 0.33-0.38
+    assert guards.timer(timing, cpu_device=True)[0] is None
+    assert guards.timer(timing, cpu_device=False)[0] == (
+        "GPU time 20 ms for a launch whose host wall time was 50 ms: the GPU timer runs fast"
+        " (GPU/wall at most 0.40 over 5 launches, at least 0.5)")
+    assert guards.timer([(0.0198, 0.0201)] * 5, cpu_device=False)[0] is None      # an H200 launch
+
+
 def test_a_shortfall_a_busy_host_can_cause_is_no_fast_timer():
     # lavapipe with every core loaded: a 3.1 ms copy took 12.2 ms, a 28.5 ms dispatch 74.4 ms, a
     # 0.07 ms dispatch 2.2 ms

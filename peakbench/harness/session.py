@@ -111,7 +111,7 @@ def measured_guards(test: TestSpec, v: VariantResult, device, spec, checks: dict
     """The guards that read a measurement: the timer, the rate's and the cycle counter's clocks."""
     problem = None
     if v.timing:
-        problem = _apply(checks, "timer", guards.timer(v.timing))
+        problem = _apply(checks, "timer", guards.timer(v.timing, device.info.kind == "cpu"))
     if not problem and clocked(test.name):
         problem = _apply(checks, "clock-ceiling", guards.clock_ceiling(test, v.summary.median, v.clock_mhz, spec))
     if not problem and test.family == "latency":
