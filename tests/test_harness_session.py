@@ -232,3 +232,19 @@ def test_consecutive_tests_share_one_warm_up_when_the_gap_is_short(clock):
     clock.advance(1.0)                    # idle past the gap: a full warm-up again
     run_test(device, OTHER, shared, lambda _: None, load=load)
     assert len(device.workloads[2].sizes) == warm_launches
+
+
+def test_a_variant_after_an_idle_gap_warms_up_again_when_warm_ups_are_shared(clock):
+    # An H200 quick run: Vulkan compiled each matrix shape's pipeline for seconds, the SM clock
+    # fell to 345-570 MHz, and variants that did not warm up again read a fifth of the rate.
+    shared = Settings(sample_s=0.002, warmup_s=0.3, min_samples=3, max_samples=5, budget_s=1.0, warm_gap_s=0.5)
+    two = Spec("compute.two", "TOPS", "fma", "int32", (Variant("a"), Variant("b")))
+
+    def slow_compile(test, variant):
+        if variant.name == "b":
+            clock.advance(2.0)
+        return FakeWorkload(1e-6, 1e6, clock=clock, name=variant.name)
+    device = FakeDevice({"compute.two": slow_compile}, clock=clock)
+    assert run_test(device, two, shared, lambda _: None, load=runner.Load()).status == "ok"
+    first, second = (len(w.sizes) for w in device.workloads)
+    assert second == first, "the variant after a 2 s compile must warm up for the whole 0.3 s again"

@@ -174,7 +174,10 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
                 v = workload.measure(settings, device.clock_mhz, spec)
             else:
                 load = load or Load()
-                started = started or load.begin(time.perf_counter(), settings.warm_gap_s)
+                # Shared warm-ups (--quick): each variant continues the load only where the GPU was
+                # busy under warm_gap_s ago; a long compile in between lets the clock fall.
+                now = time.perf_counter()
+                started = load.begin(now, settings.warm_gap_s) if settings.warm_gap_s else started or load.begin(now, 0)
                 v = measure(workload, test.per_item(variant), test.unit, settings, started, device.clock_mhz)
                 load.end(time.perf_counter())
             v.name = variant.name
