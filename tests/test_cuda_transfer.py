@@ -16,7 +16,7 @@ import pytest
 from peakbench.catalog import transfer as catalog
 from peakbench.workloads import transfer as workload
 
-TESTS = {t.name: t for t in catalog.TESTS}
+TESTS = {t.name: t for t in catalog.HOST_LINK}
 
 
 class FakeCupy:

@@ -109,3 +109,39 @@ def test_the_transfer_sweeps_share_one_chart_with_a_line_per_direction(tmp_path,
     ylabel, _, top = drawn["cuda0-test-gpu-transfer.png"]
     assert ylabel == "host link (GB/s)"
     assert top == pytest.approx(55.3)          # the first line drawn is transfer.h2d's
+
+
+def p2p_run(matrices: dict, status="ok") -> dict:
+    return {"backend": "cuda", "device": {"index": 0, "name": "Test GPU", "driver": "1.0"}, "results": [
+        {"test": "transfer.p2p", "status": status, "unit": "GB/s", "value": 750.0, "series": None,
+         "evidence": {"p2p_matrix": matrices}}]}
+
+
+def test_the_p2p_matrix_is_a_heat_map_per_variant_with_each_pair_annotated(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+    shown = {}
+    save = Figure.savefig
+
+    def record(fig, path, *args, **kwargs):
+        shown[path.name] = [(ax.get_title(), [t.get_text() for t in ax.texts], ax.images[0].get_array())
+                            for ax in fig.axes if ax.images]
+        return save(fig, path, *args, **kwargs)
+    monkeypatch.setattr(Figure, "savefig", record)
+    one_way = [[None, 371.2, 0.0], [369.8, None, None], [370.0, None, None]]
+    both = [[None, 742.5, 740.1], [742.5, None, None], [740.1, None, None]]
+    files = plots.write([p2p_run({"ce": one_way, "ce_bidir": both})], tmp_path)
+    assert [f.name for f in files] == ["cuda0-test-gpu-p2p.png"]
+    assert files[0].read_bytes().startswith(b"\x89PNG")
+    (ce_title, ce_texts, ce_cells), (bidir_title, bidir_texts, _) = shown["cuda0-test-gpu-p2p.png"]
+    assert (ce_title, bidir_title) == ("ce (GB/s)", "ce_bidir (GB/s)")
+    # row by row: the diagonal blank, a pair without peer access "none"
+    assert ce_texts == ["", "371", "0", "370", "", "none", "370", "none", ""]
+    assert bidir_texts == ["", "742", "740", "742", "", "none", "740", "none", ""]
+    assert ce_cells.mask[1][2] and not ce_cells.mask[0][1] and ce_cells[0][1] == pytest.approx(371.2)
+
+
+def test_no_p2p_chart_for_a_failed_test_or_a_matrix_that_is_not_square(tmp_path):
+    pytest.importorskip("matplotlib")
+    assert plots.write([p2p_run({"ce": [[None, 1.0]]})], tmp_path) == []
+    assert plots.write([p2p_run({"ce": [[None, 1.0], [1.0, None]]}, status="failed")], tmp_path) == []

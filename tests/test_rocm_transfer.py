@@ -17,7 +17,7 @@ from peakbench.harness.runner import Settings
 from peakbench.harness.session import run_test
 from peakbench.workloads import transfer as workload
 
-TESTS = {t.name: t for t in catalog.TESTS}
+TESTS = {t.name: t for t in catalog.HOST_LINK}
 QUICK = Settings(sample_s=0.001, warmup_s=0.0, min_samples=3, max_samples=3, budget_s=0.2)
 MS = 0.5           # a copy's time where a test sets the fake's `ms` (copies on two streams run side by side)
 

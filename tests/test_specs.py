@@ -49,6 +49,10 @@ def spec_file(tmp_path, body: str, tables: str = PEAKS, name: str = "mine.toml")
     ('host_link = " "\n', "host_link must be a string"),
     ('host_link_gbs = "64"\n', "host_link_gbs must be a positive number"),
     ('host_link_gbs = 0\n', "host_link_gbs must be a positive number"),
+    ('gpu_link = 4\n', "gpu_link must be a string"),
+    ('gpu_link = ""\n', "gpu_link must be a string"),
+    ('gpu_link_gbs = "450"\n', "gpu_link_gbs must be a positive number"),
+    ('gpu_link_gbs = -450\n', "gpu_link_gbs must be a positive number"),
 ])
 def test_a_bad_field_is_one_line_naming_file_gpu_and_field(tmp_path, line, field):
     body = BASE.replace("boost_clock_mhz = 1500\n", "") + line if line.startswith("boost") else BASE + line
@@ -196,6 +200,19 @@ def test_a_transfer_peak_in_the_peaks_table_wins_and_without_a_link_there_is_non
     assert spec.peak("transfer.bidir") == 100 and spec.peak("transfer.h2d") == 64.0
     (bare,) = specs.load_file(spec_file(tmp_path, BASE, name="bare.toml"))
     assert bare.peak("transfer.h2d") is None and bare.peak("transfer.p2p") is None
+
+
+def test_the_gpu_link_gives_the_p2p_peak_both_ways_and_the_peaks_table_wins(tmp_path, capsys):
+    (spec,) = specs.load_file(spec_file(tmp_path, BASE + 'gpu_link = "NVLink 4, 18 links"\ngpu_link_gbs = 450\n'
+                                                         'host_link_gbs = 64\n'))
+    assert capsys.readouterr().err == ""
+    assert spec.peak("transfer.p2p") == 900.0              # its value is a bidirectional variant's
+    assert spec.peak("transfer.bidir") == 128.0            # the host link stays the host link's
+    (own,) = specs.load_file(spec_file(tmp_path, BASE + 'gpu_link_gbs = 450\n', PEAKS + '"transfer.p2p" = 800\n',
+                                       name="own.toml"))
+    assert own.peak("transfer.p2p") == 800
+    (host_only,) = specs.load_file(spec_file(tmp_path, BASE + 'host_link_gbs = 64\n', name="host.toml"))
+    assert host_only.peak("transfer.p2p") is None and "transfer.p2p" not in host_only.peaks_of(["transfer.p2p"])
 
 
 def test_a_transfer_result_shows_percent_of_the_link(tmp_path):

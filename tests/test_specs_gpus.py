@@ -25,6 +25,9 @@ PEAK_TESTS = frozenset(t for t in TEST_NAMES if t.split(".")[0] not in ("latency
 RATE_TESTS = frozenset(t for t in PEAK_TESTS if clocked(t))
 # units * rate (per clock per unit) * clock in MHz is 1e6 per second: this many make the unit.
 PER_UNIT = {"TFLOPS": 1e6, "TOPS": 1e6, "GB/s": 1e3, "GOPS": 1e3}
+# NVLink per-link rate in one direction by generation, GB/s: NVLink 4 (Hopper) 25 GB/s per
+# direction, 18 links = 900 GB/s both ways together (H100 whitepaper v1.04, "Fourth-Generation NVLink").
+NVLINK_GBS = {"4": 25}
 # PCIe per-lane rate by generation (GT/s), all 128b/130b encoded (PCI-SIG).
 PCIE_GTS = {"3.0": 8, "4.0": 16, "5.0": 32, "6.0": 64}
 
@@ -36,7 +39,7 @@ REQUIRED = {
 }
 OPTIONAL_NUMBERS = ("memory_gb", "l1_kib_per_unit", "l2_mib", "l3_mib")
 KNOWN_FIELDS = set(REQUIRED) | set(OPTIONAL_NUMBERS) | {"rates", "sources", "peak_clock_mhz",
-                                                         "host_link", "host_link_gbs"}
+                                                         "host_link", "host_link_gbs", "gpu_link", "gpu_link_gbs"}
 PCI_ID = re.compile(r"^0x[0-9a-f]{4}:0x[0-9a-f]{4}$")
 TOLERANCE = 0.02
 
@@ -165,6 +168,24 @@ def test_host_link_rate_is_the_pcie_arithmetic(gpu):
     assert abs(gpu["host_link_gbs"] / per_direction - 1) <= TOLERANCE, (
         f"{gpu['name']}: {gpu['host_link_gbs']} GB/s, {gpu['host_link']} gives {per_direction:.2f}")
     assert "host_link_gbs" in gpu.get("sources", {}), f"{gpu['name']}: no source for host_link_gbs"
+
+
+@pytest.mark.parametrize("gpu", [g for g in GPUS if "gpu_link" in g or "gpu_link_gbs" in g],
+                         ids=[g["name"] for g in GPUS if "gpu_link" in g or "gpu_link_gbs" in g])
+def test_gpu_link_rate_is_the_nvlink_arithmetic(gpu):
+    link = re.fullmatch(r"NVLink (\d), (\d+) links", gpu["gpu_link"])
+    assert link, f"{gpu['name']}: gpu_link '{gpu['gpu_link']}' is not 'NVLink N, L links'"
+    per_direction = NVLINK_GBS[link[1]] * int(link[2])
+    assert gpu["gpu_link_gbs"] == per_direction, f"{gpu['name']}: {gpu['gpu_link_gbs']} GB/s, {link[0]} gives {per_direction}"
+    assert "gpu_link_gbs" in gpu.get("sources", {}), f"{gpu['name']}: no source for gpu_link_gbs"
+    assert "transfer.p2p" not in gpu["peaks"], "the loader derives transfer.p2p from the GPU link"
+
+
+def test_the_h200_and_h100_sxm_have_nvlink4_both_ways():
+    for name in ("NVIDIA H200 SXM", "NVIDIA H100 SXM5"):
+        spec = specs.find(specs.load_database(), name)
+        assert spec.data["gpu_link"] == "NVLink 4, 18 links" and spec.peak("transfer.p2p") == 900.0
+    assert specs.find(specs.load_database(), "NVIDIA H200 NVL").peak("transfer.p2p") is None
 
 
 def test_the_h200_has_every_spec_its_new_tests_compare_against():

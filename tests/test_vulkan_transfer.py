@@ -9,7 +9,7 @@ from peakbench.catalog import transfer as catalog
 from peakbench.harness.runner import Settings
 from peakbench.harness.session import run_test
 
-TESTS = {t.name: t for t in catalog.TESTS}
+TESTS = {t.name: t for t in catalog.HOST_LINK}
 QUICK = Settings(sample_s=0.002, warmup_s=0.0, min_samples=3, max_samples=3, budget_s=0.2)
 
 

@@ -59,7 +59,7 @@ class NumpyLink:
         self.closed = True
 
 
-TESTS = {t.name: t for t in catalog.TESTS}
+TESTS = {t.name: t for t in catalog.HOST_LINK}
 
 
 def make(name, kind="pinned", **link):
@@ -70,12 +70,12 @@ def make(name, kind="pinned", **link):
 
 
 def test_the_catalog_has_three_directions_two_host_memories_and_counts_bytes():
-    assert [t.name for t in catalog.TESTS] == ["transfer.h2d", "transfer.d2h", "transfer.bidir"]
-    for t in catalog.TESTS:
+    assert [t.name for t in catalog.HOST_LINK] == ["transfer.h2d", "transfer.d2h", "transfer.bidir"]
+    for t in catalog.HOST_LINK:
         kinds = ["pinned", "pageable"] + (["mapped"] if t.name == "transfer.h2d" else [])
         assert t.unit == "GB/s" and t.kernel == "transfer" and [v.name for v in t.variants] == kinds
         assert t.per_item(t.variants[0]) == 1
-    assert Catalog(list(catalog.TESTS)).select(["transfer.*"]) == list(catalog.TESTS)
+    assert Catalog(list(catalog.HOST_LINK)).select(["transfer.*"]) == list(catalog.HOST_LINK)
 
 
 @pytest.mark.parametrize("name", TESTS)

@@ -40,4 +40,4 @@ def alu_support(test: TestSpec, rt) -> str | None:
 
 # The device table the workloads read (peakbench/workloads/__init__.py).
 TABLE = kernels.Table(alu_support, "peakbench.cuda.tensor",
-                      {"transfer": "peakbench.cuda.transfer", "gemm": "peakbench.cuda.gemm"})
+                      {"transfer": "peakbench.cuda.transfer", "gemm": "peakbench.cuda.gemm", "p2p": "peakbench.cuda.p2p"})

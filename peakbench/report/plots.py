@@ -1,6 +1,8 @@
 """PNG charts of the working-set sweeps (latency and bandwidth), levels marked: the latency of
 each level the chase found, and on the bandwidth chart the same levels' working sets with the
-read rate over them. Needs matplotlib (pip install 'peakbench[plot]'); imported only for --plot."""
+read rate over them; the host transfers over their sizes; and the GPU-to-GPU matrix of
+transfer.p2p as a heat map per variant, each pair's GB/s written in its cell. Needs matplotlib
+(pip install 'peakbench[plot]'); imported only for --plot."""
 from __future__ import annotations
 
 import re
@@ -112,9 +114,47 @@ def _transfer_chart(plt, FuncFormatter, run: dict, sweeps, path: Path) -> Path:
     return path
 
 
+def p2p_matrices(by_test: dict) -> dict[str, list]:
+    """transfer.p2p's N x N matrix of GB/s per variant (rows: source GPU, columns: destination),
+    where the test is ok and kept them."""
+    r = by_test.get("transfer.p2p") or {}
+    found = (r.get("evidence") or {}).get("p2p_matrix") or {}
+    return {v: m for v, m in found.items() if r.get("status") == "ok" and isinstance(m, list) and m
+            and all(isinstance(row, list) and len(row) == len(m) for row in m)}
+
+
+def _p2p_chart(plt, run: dict, matrices: dict, path: Path) -> Path:
+    import numpy as np
+    device = run["device"]
+    top = max((x for m in matrices.values() for row in m for x in row if x is not None), default=1.0) or 1.0
+    fig, axes = plt.subplots(1, len(matrices), figsize=(4.2 * len(matrices) + 0.6, 4.8), dpi=120, squeeze=False)
+    for ax, (variant, m) in zip(axes[0], matrices.items()):
+        n = len(m)
+        grid = np.array([[np.nan if x is None else x for x in row] for row in m], dtype=float)
+        ax.imshow(grid, cmap=plt.get_cmap("viridis").with_extremes(bad="lightgrey"), vmin=0, vmax=top)
+        for a in range(n):
+            for b in range(n):
+                text = "" if a == b else "none" if m[a][b] is None else f"{m[a][b]:.0f}"
+                light = m[a][b] is not None and m[a][b] < 0.6 * top
+                ax.annotate(text, (b, a), ha="center", va="center", fontsize=8 if n <= 4 else 6,
+                            color="white" if light else "black")
+        ax.set_xticks(range(n))
+        ax.set_yticks(range(n))
+        ax.set_xlabel("destination GPU")
+        ax.set_ylabel("source GPU")
+        ax.set_title(f"{variant} (GB/s)", fontsize=9)
+    driver = f", driver {device['driver']}" if device.get("driver") else ""
+    fig.suptitle(f"{device['name']} ({run['backend']}{driver}): GPU-to-GPU copies", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def write(runs: list[dict], folder: str | Path) -> list[Path]:
-    """One latency, one bandwidth and one host-transfer chart per run that has those sweeps;
-    returns the files (none, and no folder made, when no run has a sweep)."""
+    """One latency, one bandwidth, one host-transfer and one GPU-to-GPU chart per run that has
+    those sweeps or matrices; returns the files (none, and no folder made, when no run has one)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -168,6 +208,9 @@ def write(runs: list[dict], folder: str | Path) -> list[Path]:
         sweeps = transfer_sweeps(by_test)
         if sweeps:
             written.append(_transfer_chart(plt, FuncFormatter, run, sweeps, folder / f"{name}-transfer.png"))
+        matrices = p2p_matrices(by_test)
+        if matrices:
+            written.append(_p2p_chart(plt, run, matrices, folder / f"{name}-p2p.png"))
     return written
 
 

@@ -346,7 +346,7 @@ def alu_support(test: TestSpec, rt) -> str | None:
 
 # The device table the workloads read (peakbench/workloads/__init__.py); rocm/matrix.py imports this module.
 TABLE = kernels.Table(alu_support, "peakbench.rocm.matrix",
-                      {"transfer": "peakbench.rocm.transfer", "gemm": "peakbench.rocm.gemm"})
+                      {"transfer": "peakbench.rocm.transfer", "gemm": "peakbench.rocm.gemm", "p2p": "peakbench.rocm.p2p"})
 
 
 def table(arch: str) -> dict[str, dict]:

@@ -20,6 +20,9 @@ REQUIRED = ("name", "boost_clock_mhz", "peaks")
 # The host link's tests, by how many of its directions they use: a transfer test's peak is the
 # link's theoretical rate per direction (host_link_gbs) times that, unless [gpu.peaks] names one.
 LINK_TESTS = {"transfer.h2d": 1, "transfer.d2h": 1, "transfer.bidir": 2}
+# The GPU link's (NVLink, xGMI) the same way, from gpu_link_gbs: transfer.p2p's value is its best
+# variant, which is a bidirectional one wherever the link carries both ways at once.
+GPU_LINK_TESTS = {"transfer.p2p": 2}
 
 
 def matrix_of(test: str) -> str:
@@ -51,6 +54,9 @@ class GpuSpec:
             return self.peaks[test]
         if _borrows(test):
             return self.peak(matrix_of(test))
+        if test in GPU_LINK_TESTS:
+            link = self.data.get("gpu_link_gbs")
+            return float(link * GPU_LINK_TESTS[test]) if link else None
         link = self.data.get("host_link_gbs")
         return float(link * LINK_TESTS[test]) if link and test in LINK_TESTS else None
 
@@ -63,7 +69,7 @@ class GpuSpec:
 
     def peaks_of(self, tests) -> dict:
         """The peak of each of `tests` that has one: its own, or derived (gemm.* from matrix.*,
-        transfer.* from the host link)."""
+        transfer.* from the host link, transfer.p2p from the GPU link)."""
         return {t: p for t in tests if (p := self.peak(t)) is not None}
 
     def as_json(self) -> dict:
@@ -90,8 +96,8 @@ PCI_ID = re.compile(r"0x[0-9a-f]{4}:0x[0-9a-f]{4}", re.I)
 
 # Every field an entry may have, with its check and what the check asks for. The lookup reads
 # name, match and pci_ids; a run reads peaks, boost_clock_mhz and peak_clock_mhz; the latency
-# sweep reads the cache sizes, vendor and architecture; the transfer tests read host_link_gbs;
-# `peakbench specs` shows the rest.
+# sweep reads the cache sizes, vendor and architecture; the transfer tests read host_link_gbs,
+# transfer.p2p gpu_link_gbs; `peakbench specs` shows the rest.
 FIELDS = {
     "name": (lambda v: _string(v) and bool(v.strip()), "must be a string"),
     "vendor": (_string, "must be a string"),
@@ -113,6 +119,10 @@ FIELDS = {
     # rate in one direction, GB/s
     "host_link": (lambda v: _string(v) and bool(v.strip()), "must be a string"),
     "host_link_gbs": (_number, "must be a positive number"),
+    # the GPU-to-GPU link ("NVLink 4, 18 links"), and its theoretical rate per GPU in one
+    # direction, GB/s (all of a GPU's links together)
+    "gpu_link": (lambda v: _string(v) and bool(v.strip()), "must be a string"),
+    "gpu_link_gbs": (_number, "must be a positive number"),
 }
 # Tables: the check of each value in them.
 TABLES = {

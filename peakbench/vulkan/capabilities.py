@@ -76,6 +76,9 @@ def support(test: TestSpec, rt) -> str | None:
         return coopmat.support(test, rt)
     if test.family == "gemm":
         return NO_GEMM
+    if test.kernel == "p2p":
+        return ("[api] Vulkan has no peer-to-peer copy between devices (a copy between two VkDevices"
+                " goes through host memory; device groups are not used here)")
     if module(test):
         return module(test).support(test, rt)
     if test.family in ("memory", "latency", "launch"):
