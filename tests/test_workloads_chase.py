@@ -197,12 +197,18 @@ def test_latency_levels_on_this_device(vulkan_device, pointer):
     rt = vulkan_device.rt
     if pointer and not (rt.caps.has("bufferDeviceAddress") and hasattr(rt, "address")):
         pytest.skip("the Vulkan device was created without bufferDeviceAddress")
-    sweep = vulkan_sweep(rt, pointer)
-    assert sweep.problem is None, sweep.problem            # every chase ended where the host said
-    assert sweep.evidence["chase"] == ("pointer" if pointer else "index")
-    assert sweep.sizes == chase.working_sets(stream.working_bytes(rt)) and all(t > 0 for t in sweep.latencies)
-    levels = sweep.levels()
-    assert "dram" in levels and len(levels) >= 2
+    # A CPU device shares the host's cores: under load one sweep in a dozen smears L1 into the next
+    # level (tests/data/lavapipe-chase-sweeps.json has such a one), so a second sweep may be taken.
+    for attempt in range(2):
+        sweep = vulkan_sweep(rt, pointer)
+        assert sweep.problem is None, sweep.problem            # every chase ended where the host said
+        assert sweep.evidence["chase"] == ("pointer" if pointer else "index")
+        assert sweep.sizes == chase.working_sets(stream.working_bytes(rt)) and all(t > 0 for t in sweep.latencies)
+        levels = sweep.levels()
+        assert "dram" in levels
+        if len(levels) >= 2:
+            break
+    assert len(levels) >= 2, f"two sweeps found only {sorted(levels)}"
     if rt.caps.has("shaderSubgroupClock"):     # cycles from the shader's own counter
         series = sweep.series()
         assert len(series["cycles"]) == len(series["clock_mhz"]) == len(sweep.sizes)
