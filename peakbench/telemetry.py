@@ -118,6 +118,7 @@ class Sample:
     power_w: float | None = None
     temperature_c: float | None = None
     throttle_reasons: tuple | None = None     # names; None where not read
+    power_source: str | None = None           # what power_w is: "instant", or the library's average
 
     QUANTITIES = ("sm_clock_mhz", "mem_clock_mhz", "power_w", "temperature_c")
 
@@ -130,8 +131,32 @@ def _read(fn):
 
 
 class NvmlSource:
+    """NVML's readings. Board power is the instantaneous field (NVML_FI_DEV_POWER_INSTANT) where
+    the driver has it: nvmlDeviceGetPowerUsage averages over one second on Ampere and later, too
+    long for tests of a second or less; else that average."""
+
     def __init__(self, nvml, handle):
         self.nvml, self.handle = nvml, handle
+        self.instant = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", None)
+        if self.instant is not None and self._instant_mw() is None:
+            self.instant = None
+        self.power_source = "instant" if self.instant is not None else "nvmlDeviceGetPowerUsage (1 s average)"
+
+    def _instant_mw(self) -> float | None:
+        try:
+            v = self.nvml.nvmlDeviceGetFieldValues(self.handle, [self.instant])[0]
+        except Exception:
+            return None
+        if getattr(v, "nvmlReturn", 1) != 0:
+            return None
+        return float(v.value.uiVal)
+
+    def _power_mw(self) -> float | None:
+        if self.instant is not None:
+            found = self._instant_mw()
+            if found is not None:
+                return found
+        return float(self.nvml.nvmlDeviceGetPowerUsage(self.handle))
 
     @classmethod
     def for_device(cls, info) -> "NvmlSource | None":
@@ -153,12 +178,12 @@ class NvmlSource:
 
     def read(self) -> Sample:
         n, h = self.nvml, self.handle
-        power = _read(lambda: n.nvmlDeviceGetPowerUsage(h))         # milliwatts
+        power = _read(self._power_mw)
         return Sample(time.perf_counter(), _read(lambda: float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))),
                       _read(lambda: float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM))),
                       None if power is None else power / 1000.0,
                       _read(lambda: float(n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU))),
-                      _read(self._reasons))
+                      _read(self._reasons), self.power_source)
 
     def close(self) -> None:
         _shut_down(self.nvml)
@@ -275,6 +300,9 @@ def summarize(samples: list[Sample], window: tuple[float, float] | None = None,
         values = [getattr(s, q) for s in samples if getattr(s, q) is not None]
         telemetry[q] = ({"min": round(min(values), 1), "mean": round(sum(values) / len(values), 1),
                          "max": round(max(values), 1)} if values else None)
+    sources = [s.power_source for s in samples if s.power_source and s.power_w is not None]
+    if sources:
+        telemetry["power_source"] = sources[-1]
     read = [s.throttle_reasons for s in samples if s.throttle_reasons is not None]
     seen = dict.fromkeys(name for names in read for name in names)
     telemetry["throttle_reasons"] = list(seen) if read else None

@@ -98,6 +98,26 @@ def test_an_unthrottled_run_has_an_empty_reason_list_and_no_mark(nvml):
     assert render.throttled({"telemetry": found}) is None
 
 
+def test_power_is_the_instant_field_where_nvml_has_it_else_the_average_and_says_which(nvml):
+    module = nvml([gpu(mw=500_000)])
+    source = telemetry.NvmlSource.for_device(nvidia())
+    assert source.read().power_w == 500.0 and source.power_source.startswith("nvmlDeviceGetPowerUsage")
+
+    class Value:
+        def __init__(self, mw, ret=0):
+            self.nvmlReturn, self.value = ret, types.SimpleNamespace(uiVal=mw)
+    module.NVML_FI_DEV_POWER_INSTANT = 186
+    module.nvmlDeviceGetFieldValues = lambda h, ids: [Value(612_500) if ids == [186] else Value(0, 1)]
+    source = telemetry.NvmlSource.for_device(nvidia())
+    sample = source.read()
+    assert sample.power_w == 612.5 and sample.power_source == "instant"
+    found, _ = telemetry.summarize([sample, source.read()])
+    assert found["power_source"] == "instant" and found["power_w"]["mean"] == 612.5
+    module.nvmlDeviceGetFieldValues = lambda h, ids: [Value(0, ret=3)]      # NVML_ERROR_NOT_SUPPORTED
+    source = telemetry.NvmlSource.for_device(nvidia())
+    assert source.read().power_w == 500.0 and source.power_source != "instant"
+
+
 def test_summary_takes_the_window_and_energy_is_mean_power_times_its_length():
     samples = [telemetry.Sample(t, power_w=p) for t, p in ((0.0, 100.0), (1.0, 300.0), (2.0, 500.0), (9.0, 50.0))]
     found, energy = telemetry.summarize(samples, (0.5, 2.5))
