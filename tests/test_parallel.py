@@ -27,6 +27,28 @@ def test_device_all_runs_each_device_in_a_process_and_merges_one_record(vulkan_b
     assert "compute.fp32" in (tmp_path / "all.csv").read_text()
 
 
+def test_a_node_test_runs_once_after_the_gpus_in_a_process_of_its_own_and_joins_the_first_run(vulkan_backend, tmp_path):
+    out = tmp_path / "all.json"
+    p = run_peakbench("--backend", "vulkan", "--device", "all", "--quick", "--tests", "transfer.p2p,compute.fp32",
+                      "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    runs = json.loads(out.read_text())["runs"]
+    assert len(runs) == len(vulkan_backend.devices())
+    first = [r["test"] for r in runs[0]["results"]]
+    assert first == ["compute.fp32", "transfer.p2p"]                 # measured after the per-GPU suite
+    assert all([r["test"] for r in run["results"]] == ["compute.fp32"] for run in runs[1:])
+    assert runs[0]["results"][1]["status"] == "unsupported"           # Vulkan has no peer copy
+    lines = p.stderr.splitlines()
+    assert max(i for i, line in enumerate(lines) if "compute.fp32" in line) < \
+        min(i for i, line in enumerate(lines) if "transfer.p2p" in line)
+
+
+def test_child_options_name_exactly_the_tests_given():
+    assert parallel.with_tests(["--tests", "compute.*", "--quick"], ["compute.fp32"]) == \
+        ["--tests", "compute.fp32", "--quick"]
+    assert parallel.with_tests(["--spec", "x"], ["a", "b"]) == ["--tests", "a,b", "--spec", "x"]
+
+
 def test_plans_are_grouped_by_gpu_uuid_and_a_zero_uuid_is_a_gpu_of_its_own():
     same = fake_info(0, "A")
     zero = SimpleNamespace(**{**vars(fake_info(1, "B")), "uuid": "00000000-0000-0000-0000-000000000000"})

@@ -8,6 +8,11 @@ loaded together. Each process writes its own record; they are merged into one do
 device, in the order planned. A process that ends without a record fails its device's tests with
 its exit status and last line; SIGINT or SIGTERM is passed on to every process, and what they
 measured is kept.
+
+A test of the node rather than of one GPU (NODE_TESTS: transfer.p2p copies between every pair) is
+left out of those processes and measured once per backend after they have all ended, from that
+backend's first device, in a process of its own: run from every GPU at once, each process would
+copy over the same links at the same time, and the pairs' rates would be each other's load.
 """
 from __future__ import annotations
 
@@ -26,6 +31,20 @@ import peakbench
 from peakbench.report.result import Result, Run
 
 RESULT_FIELDS = {f.name for f in fields(Result)}
+NODE_TESTS = ("transfer.p2p",)
+
+
+def with_tests(options: list[str], names: list[str]) -> list[str]:
+    """The child options with `--tests` naming exactly `names`."""
+    out, skip = [], False
+    for option in options:
+        if skip:
+            skip = False
+        elif option == "--tests":
+            skip = True
+        else:
+            out.append(option)
+    return ["--tests", ",".join(names), *out]
 
 
 def gpu_groups(plans: list) -> list[list]:
@@ -96,7 +115,47 @@ class Child:
 
 
 def measure_all(session, plans: list, tests, options: list[str]) -> None:
-    """Every GPU's group in parallel (see the module), the runs into `session`, saving as each ends."""
+    """Every GPU's group in parallel (see the module), the runs into `session`, saving as each ends;
+    then the node tests."""
+    node = [t for t in tests if t.name in NODE_TESTS]
+    per_gpu = [t for t in tests if t.name not in NODE_TESTS]
+    if per_gpu:
+        _parallel(session, plans, per_gpu, with_tests(options, [t.name for t in per_gpu]))
+    if node and session.signum is None:
+        _node_tests(session, plans, node, with_tests(options, [t.name for t in node]))
+    session.failed |= any(r.status == "failed" for run in session.runs for r in run.results)
+
+
+def _node_tests(session, plans: list, tests, options: list[str]) -> None:
+    """The node tests from each backend's first planned device, one process each, in turn; their
+    results join that device's run."""
+    firsts = {}
+    for backend, index in plans:
+        firsts.setdefault(backend.name, (backend, index))
+    with tempfile.TemporaryDirectory(prefix="peakbench-node-") as folder:
+        for backend, index in firsts.values():
+            child = Child(backend, index, options, folder, session.progress)
+            try:
+                code = child.wait()
+            except KeyboardInterrupt as e:
+                session.signum = getattr(e, "signum", signal.SIGINT)
+                if child.proc.poll() is None:
+                    child.proc.send_signal(session.signum)
+                child.wait()
+                code = None
+            for found in child.runs(tests, code if code is not None else -session.signum):
+                run = next((r for r in session.runs if r.backend == found.backend
+                            and r.device.get("index") == found.device.get("index")), None)
+                if run is None:
+                    session.runs.append(found)
+                else:
+                    run.results += found.results
+            session.save()
+            if session.signum is not None:
+                return
+
+
+def _parallel(session, plans: list, tests, options: list[str]) -> None:
     groups = gpu_groups(plans)
     done: dict[int, list[Run]] = {}
     children: list[Child] = []
@@ -141,4 +200,3 @@ def measure_all(session, plans: list, tests, options: list[str]) -> None:
                         child.proc.send_signal(session.signum)
             wait()
     session.runs = [r for k in sorted(done) for r in done[k]]
-    session.failed |= any(r.status == "failed" for run in session.runs for r in run.results)
