@@ -123,8 +123,10 @@ def release(obj, free, *names: str) -> None:
 class Device(Protocol):
     info: DeviceInfo
 
-    def prepare(self, test: TestSpec, variant) -> Workload:
-        """Build the kernel for one variant; raises Unsupported with a [category] reason."""
+    def prepare(self, test: TestSpec, variant, settings=None) -> Workload:
+        """Build the kernel for one variant; raises Unsupported with a [category] reason.
+        `settings` (harness.runner.Settings, None: the full suite's) says whether this is a
+        screening run, which shortens what a workload sweeps at preparation."""
 
     def support(self, test: TestSpec) -> str | None:
         """None when the test can run here, else the unsupported reason ([category] sentence)."""

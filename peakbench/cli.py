@@ -91,7 +91,7 @@ def build_parser() -> Parser:
     p.add_argument("--sequential", action="store_true", help="with --device all: one device after another, "
                    "in this process")
     p.add_argument("--tests", help="comma list of globs on test names, e.g. 'compute.*,memory.read'")
-    p.add_argument("--quick", action="store_true", help="shorter samples and fewer of them")
+    p.add_argument("--quick", action="store_true", help="the screening profile: one variant a test, shorter and fewer samples, no size sweeps")
     p.add_argument("--json", metavar="FILE", help="write results as JSON (updated after each test)")
     p.add_argument("--csv", metavar="FILE", help="write results as CSV")
     p.add_argument("--markdown", metavar="FILE", help="write results as Markdown tables")

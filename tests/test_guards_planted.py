@@ -31,8 +31,9 @@ def results(path) -> dict:
     return {r["test"]: r for run in doc["runs"] for r in run["results"]}
 
 
-def run_edited(tmp_path, source: str, old: str, new: str, tests: str) -> dict:
-    """The CLI on a copy of shaders/ whose `source` has `old` replaced by `new` (once)."""
+def run_edited(tmp_path, source: str, old: str, new: str, tests: str, profile=("--quick",)) -> dict:
+    """The CLI on a copy of shaders/ whose `source` has `old` replaced by `new` (once); `profile`:
+    the default suite (()) where the fault is in a variant the screening profile does not run."""
     folder = tmp_path / "shaders"
     shutil.copytree(SHADERS, folder)
     text = (folder / source).read_text()
@@ -40,7 +41,7 @@ def run_edited(tmp_path, source: str, old: str, new: str, tests: str) -> dict:
     (folder / source).write_text(text.replace(old, new))
     out = tmp_path / "out.json"
     env = {**os.environ, "PEAKBENCH_SHADERS": str(folder), "PEAKBENCH_CACHE": str(tmp_path / "cache")}
-    done = subprocess.run([sys.executable, "-m", "peakbench", "--backend", "vulkan", "--quick", "--tests", tests,
+    done = subprocess.run([sys.executable, "-m", "peakbench", "--backend", "vulkan", *profile, "--tests", tests,
                            "--json", str(out)], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 1, done.stdout + done.stderr
     return results(out)
@@ -87,7 +88,7 @@ def test_a_kernel_doing_less_work_per_step_fails_the_work_guard(tmp_path):
 @lavapipe
 def test_a_read_doing_half_its_passes_fails_the_iterations_guard(tmp_path):
     r = run_edited(tmp_path, "mem_stream.comp", "pass < push.passes; pass++) {", "pass < push.passes; pass += 2) {",
-                   "memory.read")
+                   "memory.read", profile=())
     assert_caught(r["memory.read"], "iterations", "variant chunk", "after 2 passes")
 
 
@@ -279,7 +280,7 @@ def test_through_the_fake_hip_a_rate_above_the_per_clock_peak_fails_the_clock_ce
 def test_through_the_fake_hip_a_chase_with_16_byte_steps_fails_the_stride_guard(tmp_path, fake_rocm, monkeypatch):
     from peakbench.workloads import chase
     monkeypatch.setattr(chase, "LINE", 16)
-    monkeypatch.setattr(chase, "sweep", lambda rt, kernel, max_bytes: None)     # the guard reads the layout first
+    monkeypatch.setattr(chase, "sweep", lambda rt, kernel, max_bytes, **kw: None)     # the guard reads the layout first
     r = run_rocm(tmp_path, "latency.l1")
     assert_caught(r["latency.l1"], "chase-stride", "nodes 16 B apart", "cache line 128 B (vendor documentation)")
 

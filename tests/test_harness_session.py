@@ -1,6 +1,8 @@
 """peakbench.harness.session: run_test on a fake device (ok, failed, unsupported) and with_spec."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fakes import FakeClock, FakeDevice, FakeWorkload, use_clock
@@ -8,7 +10,7 @@ from peakbench.backend import Unsupported
 from peakbench.catalog import TestSpec as Spec  # aliased: pytest would try to collect Test*
 from peakbench.catalog import Variant, default_catalog
 from peakbench.harness import runner, session
-from peakbench.harness.runner import Settings
+from peakbench.harness.runner import Settings, screening_variants
 from peakbench.harness.session import run_test, with_spec
 from peakbench.report.result import Result
 from peakbench.specs import GpuSpec, find, load_database
@@ -47,6 +49,35 @@ def test_ok_reports_the_best_variant(clock):
     assert device.prepared == [("compute.fake", "narrow"), ("compute.fake", "wide"), ("compute.fake", "mid")]
     assert all(w.verified and w.closed for w in device.workloads)
     assert len(lines) == 3 and "wide" in lines[1] and "1410 MHz" in lines[1]
+
+
+def test_a_screening_run_measures_the_named_variant_alone_without_sweeps_and_times_each_phase(clock):
+    sweep = {"x": "working_set_bytes", "y": "GB/s", "working_set_bytes": [4096], "GB/s": [1.0]}
+
+    def make(test, variant):
+        w = FakeWorkload(1e-6 / variant.width, clock=clock, name=variant.name)
+        w.series = lambda: sweep
+        return w
+
+    screening = replace(SETTINGS, screening=True)
+    named = replace(WIDE, screen="mid")
+    device = FakeDevice(plan={"compute.fake": make}, clock=clock)
+    result = run_test(device, named, screening, lambda line: None)
+    assert device.prepared == [("compute.fake", "mid")] and result.params["variant"] == "mid"
+    assert result.series is None and list(result.params["variants"]) == ["mid"]
+    assert set(result.params["variants"]["mid"]["seconds"]) == {"prepare", "verify", "measure"}
+    assert result.elapsed_s is not None and result.elapsed_s >= 0
+    full = run_test(FakeDevice(plan={"compute.fake": make}, clock=clock), named, SETTINGS, lambda line: None)
+    assert full.params["variant"] == "wide" and full.series == sweep        # the full suite: every variant
+
+
+def test_the_screening_variant_is_the_named_one_else_the_largest_matrix_shape_else_the_first():
+    small, large, first = Variant("16x8x16", ops_per_step=4096), Variant("m64n256k16", ops_per_step=524288), WIDE.variants[0]
+    matrix = Spec("matrix.fp16.fp32", "TFLOPS", "mma", "fp16.fp32")
+    assert screening_variants(matrix, (small, large)) == (large,)
+    assert screening_variants(WIDE, WIDE.variants) == (first,)
+    assert screening_variants(replace(WIDE, screen="wide"), WIDE.variants) == (WIDE.variants[1],)
+    assert screening_variants(replace(WIDE, screen="gone"), WIDE.variants) == (first,)   # not offered here
 
 
 def test_a_sweep_from_a_losing_variant_is_kept(clock):

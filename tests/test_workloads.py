@@ -47,7 +47,7 @@ def test_the_device_routes_each_family_and_shares_one_sweep(rt, monkeypatch):
         assert device.support(CATALOG.get("memory.read")) is None
         assert device.variants(CATALOG.get("compute.bf16")) == kernels.FAMILIES["bf16dot"][1]
         made = []
-        monkeypatch.setattr(chase, "sweep", lambda rt, kernel, max_bytes: made.append(rt) or "the sweep")
+        monkeypatch.setattr(chase, "sweep", lambda rt, kernel, max_bytes, **kw: made.append(rt) or "the sweep")
         for name in ("latency.l1", "latency.dram"):
             w = device.prepare(CATALOG.get(name), Variant("chase"))
             assert w.sweep == "the sweep" and "VGPR" in w.params["path"]

@@ -36,6 +36,9 @@ class TestSpec:
     variants: tuple[Variant, ...] = ()   # empty for matrix tests: the device lists its shapes
     accumulators: int = 8
     description: str = ""
+    # The variant --quick runs, where the first listed is not the one expected fastest ("": the
+    # first; matrix tests, whose variants the device lists: the shape with the most work a step).
+    screen: str = field(default="", kw_only=True)
 
     @property
     def family(self) -> str:

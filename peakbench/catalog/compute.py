@@ -34,8 +34,8 @@ def bf16dot(n: int, unroll: int) -> Variant:
     return Variant(f"dot{n}u{unroll}", n, n * (2 * n - 1), unroll)
 
 
-def _alu(name, unit, kernel, dtype, variants, description, accumulators=8, packed=1):
-    return ComputeTest(name, unit, kernel, dtype, tuple(variants), accumulators, description, packed)
+def _alu(name, unit, kernel, dtype, variants, description, accumulators=8, packed=1, screen=""):
+    return ComputeTest(name, unit, kernel, dtype, tuple(variants), accumulators, description, packed, screen=screen)
 
 
 def _no_kernel(name, unit, description):
@@ -44,7 +44,8 @@ def _no_kernel(name, unit, description):
 
 
 TESTS = (
-    _alu("compute.fp64", "TFLOPS", "fma", "fp64", [fma(1, 64), fma(2, 32)], "FP64 fused multiply-add"),
+    _alu("compute.fp64", "TFLOPS", "fma", "fp64", [fma(1, 64), fma(2, 32)], "FP64 fused multiply-add",
+         screen="x2u32"),
     _alu("compute.fp32", "TFLOPS", "fma", "fp32", [fma(1, 64), fma(2, 32), fma(4, 16)],
          "FP32 fused multiply-add"),
     _alu("compute.fp16", "TFLOPS", "fma", "fp16", [fma(2, 64), fma(4, 32)],

@@ -21,5 +21,6 @@ TESTS = (
     # Variants: 16-byte loads in flight per invocation (the best counts).
     MemoryTest("memory.l2", "GB/s", "l2", "l2",
                (Variant("unroll8", width=4, unroll=8), Variant("unroll16", width=4, unroll=16)), L2_SUMS,
-               "L2 read bandwidth: working sets inside the L2, 16-byte loads that skip the L1"),
+               "L2 read bandwidth: working sets inside the L2, 16-byte loads that skip the L1",
+               screen="unroll16"),
 )

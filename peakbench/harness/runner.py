@@ -38,10 +38,27 @@ class Settings:
     # A test that starts within this long of the previous test's last launch on the device counts
     # that test's sustained load towards its warm-up (the clocks have not fallen back); 0: never.
     warm_gap_s: float = 0.0
+    # The screening profile (--quick): one variant a test (screening_variants), no size sweeps
+    # beside the value, and a latency sweep that stops short of the full range (workloads/chase.py).
+    screening: bool = False
 
     @classmethod
     def quick(cls) -> "Settings":
-        return cls(sample_s=0.005, warmup_s=0.3, min_samples=5, max_samples=10, budget_s=0.5, warm_gap_s=0.5)
+        return cls(sample_s=0.005, warmup_s=0.3, min_samples=5, max_samples=10, budget_s=0.5, warm_gap_s=0.5,
+                   screening=True)
+
+
+def screening_variants(test, offered: tuple) -> tuple:
+    """The one variant a screening run measures: the one the catalog names (TestSpec.screen), else
+    for a matrix test the shape with the most work a step, else the first."""
+    if len(offered) <= 1:
+        return tuple(offered)
+    named = [v for v in offered if test.screen and v.name == test.screen]
+    if named:
+        return (named[0],)
+    if test.family == "matrix":
+        return (max(offered, key=lambda v: v.ops_per_step),)
+    return (offered[0],)
 
 
 class Load:
@@ -74,6 +91,7 @@ class VariantResult:
     samples: list = field(default_factory=list)      # the per-sample values, in the test's unit
     timing: list = field(default_factory=list)       # (GPU seconds, host wall seconds) per sample
     window: tuple | None = None                      # perf_counter() start and end of the timed samples
+    phases: dict = field(default_factory=dict)       # wall seconds of prepare, verify and measure
 
 
 def calibrate(run: Callable[[int], float], settings: Settings) -> tuple[int, float]:

@@ -18,7 +18,7 @@ from peakbench.backend import Unsupported, error_text
 from peakbench.catalog import TestSpec
 from peakbench import telemetry
 from peakbench.harness import guards
-from peakbench.harness.runner import Load, Settings, VariantResult, measure
+from peakbench.harness.runner import Load, Settings, VariantResult, measure, screening_variants
 from peakbench.harness.stats import round_significant
 from peakbench.report import compare, render
 from peakbench.report.result import CATEGORIES, Output, Result, ResultFileError, Run, document, save_json
@@ -124,14 +124,17 @@ def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str
     """One test on one opened device; with a telemetry `sampler`, the readings taken while it ran
     (over the best variant's timed samples where it has them) go with its result; `load` is the
     device's, for a warm-up shared with the test before (Settings.warm_gap_s)."""
+    began = time.perf_counter()
     if sampler is None:
-        return _run_test(device, test, settings, progress, spec, load)[0]
-    sampler.start()
-    try:
-        result, window = _run_test(device, test, settings, progress, spec, load)
-    finally:
-        samples = sampler.stop()
-    return with_telemetry(result, samples, window)
+        result = _run_test(device, test, settings, progress, spec, load)[0]
+    else:
+        sampler.start()
+        try:
+            result, window = _run_test(device, test, settings, progress, spec, load)
+        finally:
+            samples = sampler.stop()
+        result = with_telemetry(result, samples, window)
+    return replace(result, elapsed_s=round(time.perf_counter() - began, 3))
 
 
 def with_telemetry(result: Result, samples: list, window: tuple | None) -> Result:
@@ -160,16 +163,21 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
         return Result(test.name, "failed", test.unit, reason=guards.no_kernel(test)), None
     if not offered:
         return Result(test.name, "failed", test.unit, reason="the backend offered no variant to run"), None
+    if settings.screening:
+        offered = screening_variants(test, offered)
     variants: list[VariantResult] = []
     started = None      # sustained load begins with the first variant's calibration launch
     for variant in offered:
         workload = None
         try:
-            workload = device.prepare(test, variant)
+            t0 = time.perf_counter()
+            workload = device.prepare(test, variant, settings)
             checks = workload.evidence.setdefault("guards", {})
+            t1 = time.perf_counter()
             problem = static_guards(test, variant, workload, device, spec, checks) or workload.verify()
             if problem:
                 return failed(test, variant, problem, workload.params, workload.evidence), None
+            t2 = time.perf_counter()
             if hasattr(workload, "measure"):      # latency and launch: the workload measures itself
                 v = workload.measure(settings, device.clock_mhz, spec)
             else:
@@ -185,9 +193,11 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
             problem = measured_guards(test, v, device, spec, checks)
             if problem:
                 return failed(test, variant, problem, v.params, v.evidence), None
-            series = workload.series() if hasattr(workload, "series") else None
+            series = workload.series() if hasattr(workload, "series") and not settings.screening else None
             if series:
                 v.evidence["series"] = series
+            # Where a variant's time went: compiling and loading, checking against the host, timing.
+            v.phases = {"prepare": t1 - t0, "verify": t2 - t1, "measure": time.perf_counter() - t2}
             variants.append(v)
             progress(f"  {test.name} {variant.name}: {v.summary.median:.4g} {test.unit}"
                      f" (spread {v.summary.spread_pct:.1f}%, {v.summary.samples} samples"
@@ -207,7 +217,8 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
     params["variant"] = best.name
     params["size"] = best.size
     params["variants"] = {v.name: {"median": round(v.summary.median, 4), "spread_pct": round(v.summary.spread_pct, 2),
-                                   "clock_mhz": v.clock_mhz} for v in variants}
+                                   "clock_mhz": v.clock_mhz,
+                                   "seconds": {k: round(t, 3) for k, t in v.phases.items()}} for v in variants}
     evidence = dict(best.evidence)
     # A sweep is taken once per test, by the variant that offers one, whichever variant wins.
     series = evidence.pop("series", None) or next((v.evidence["series"] for v in variants if v.evidence.get("series")), None)
@@ -276,6 +287,7 @@ class Session:
             self.save()
             return
         sampler, load = Sampler.for_device(info), Load()
+        began = time.perf_counter()
         try:
             for test in tests:
                 progress(f"[{backend.name}:{index}] {test.name} ...")
@@ -293,6 +305,7 @@ class Session:
                     progress(f"  {test.name}: throttled: {', '.join(throttled)}")
                 run.results.append(result)
                 self.save()
+            progress(f"[{backend.name}:{index}] {len(tests)} tests in {time.perf_counter() - began:.1f} s")
         finally:
             if sampler is not None:
                 sampler.close()

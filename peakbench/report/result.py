@@ -45,6 +45,7 @@ class Result:
     telemetry: dict | None = None            # management-library readings while it ran (peakbench.telemetry)
     energy_j: float | None = None            # mean board power x the timed samples' duration
     efficiency: dict | None = None           # {"value", "unit"}: the value per watt
+    elapsed_s: float | None = None           # wall time of the test: compiles, checks, sweeps and samples
 
     def __post_init__(self):
         if self.status not in STATUSES:

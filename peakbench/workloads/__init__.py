@@ -33,7 +33,7 @@ class Device:
     def variants(self, test) -> tuple:
         return self.table.variants(test, self.rt)
 
-    def prepare(self, test, variant):
+    def prepare(self, test, variant, settings=None):
         reason = self.support(test)
         if reason:
             raise Unsupported(reason)
@@ -49,7 +49,8 @@ class Device:
         if test.family == "latency":
             kernel = table.chase_kernel(rt)
             if self.chase_sweep is None:
-                self.chase_sweep = chase.sweep(rt, kernel, stream.working_bytes(rt))
+                screening = bool(settings and settings.screening)
+                self.chase_sweep = chase.sweep(rt, kernel, stream.working_bytes(rt), screening=screening)
             return chase.LatencyWorkload(test, variant, self.chase_sweep, kernel.path)
         if test.family == "launch":
             return launch.LaunchWorkload(test, variant, rt, *table.EMPTY, table.LAUNCH_PARAMS)

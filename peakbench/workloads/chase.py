@@ -34,6 +34,7 @@ ROUND = 256                      # chase loads per round: the kernels' inner loo
 SWEEP_SAMPLE_S = 0.004           # GPU time per working-set point of the sweeps
 FIRST_BYTES = 4096
 CHASE_MAX = 512 << 20
+SCREEN_MIN, SCREEN_L2_TIMES, SCREEN_UNKNOWN_L2 = 128 << 20, 4, 256 << 20    # see screening_max
 STEPS_PER_OCTAVE = 4             # working sets 2^(1/4) apart
 SEED = 12345                     # the chains' random generator
 LINK_BLOCK = 256                 # threads per workgroup of the link kernel (one node each)
@@ -155,8 +156,9 @@ class ChaseSweep:
     (which would stay cached)."""
 
     def __init__(self, chaser, max_bytes: int, first_level: int, sample_s: float = SWEEP_SAMPLE_S,
-                 partitioned_l2: bool = False):
+                 partitioned_l2: bool = False, cold_from: int | None = None):
         self.chaser, self.first_level, self.partitioned_l2 = chaser, first_level, partitioned_l2
+        self.cold_from = cold_from       # working sets from this size on are timed without a walk first
         self.evidence = dict(getattr(chaser, "evidence", {}))     # the chase kernel's instructions
         self.sizes, self.latencies, self.cycles, self.mhz, self.problem = [], [], [], [], None
         rng = np.random.default_rng(SEED)
@@ -181,7 +183,7 @@ class ChaseSweep:
 
         # Walk the cycle once untimed: a timed load that touches a line for the first time
         # would read DRAM whatever the working set (the H200 showed DRAM latency from 16 MiB).
-        warm = min(nodes, WARM_LOADS)
+        warm = 0 if self.cold_from and ws >= self.cold_from else min(nodes, WARM_LOADS)
         while warm > 0:
             rounds = min(self.chaser.max_rounds, -(-warm // ROUND))
             run(rounds)
@@ -227,10 +229,27 @@ def partitioned_l2(info) -> bool:
     return info.vendor_id == 0x10DE
 
 
-def sweep(rt, kernel: ChaseKernel, max_bytes: int, sample_s: float = SWEEP_SAMPLE_S) -> ChaseSweep:
-    """The latency sweep of a device, 4 KiB up to CHASE_MAX (or `max_bytes`, the stream buffer)."""
-    return ChaseSweep(Chaser(rt, kernel), min(CHASE_MAX, max_bytes), first_level(rt.info), sample_s,
-                      partitioned_l2(rt.info))
+def screening_max(info, l2_bytes: int) -> int:
+    """Where a screening sweep stops: on a GPU whose last cache is its L2 (NVIDIA's), SCREEN_L2_TIMES
+    its L2 (at least SCREEN_MIN), which leaves DRAM's plateau several points, or SCREEN_UNKNOWN_L2
+    where the API gives no L2 size (Vulkan); elsewhere (AMD's Infinity Cache is not in the L2
+    size) the full range."""
+    if not partitioned_l2(info):
+        return CHASE_MAX
+    return max(SCREEN_MIN, SCREEN_L2_TIMES * l2_bytes) if l2_bytes else SCREEN_UNKNOWN_L2
+
+
+def sweep(rt, kernel: ChaseKernel, max_bytes: int, sample_s: float = SWEEP_SAMPLE_S,
+          screening: bool = False) -> ChaseSweep:
+    """The latency sweep of a device, 4 KiB up to CHASE_MAX (or `max_bytes`, the stream buffer;
+    a screening run: screening_max)."""
+    top, l2 = min(CHASE_MAX, max_bytes), rt.limits.l2_bytes
+    if screening:
+        top = min(top, screening_max(rt.info, l2))
+    # A screening sweep walks no working set of over twice the L2 untimed first: each of its loads
+    # misses the L2 either way, and the walk is most of such a point's time (a million loads).
+    cold_from = 2 * l2 if screening and l2 and partitioned_l2(rt.info) else None
+    return ChaseSweep(Chaser(rt, kernel), top, first_level(rt.info), sample_s, partitioned_l2(rt.info), cold_from)
 
 
 class LatencyWorkload:
