@@ -2,7 +2,12 @@
 header states."""
 from __future__ import annotations
 
+import shutil
 import struct
+import subprocess
+from pathlib import Path
+
+import pytest
 
 from peakbench.cuda import sass
 
@@ -20,3 +25,24 @@ def test_a_cubin_cut_short_by_one_byte_is_restored_to_its_stated_length():
     assert sass.whole_elf(whole[:-1])[-1] == 0
     assert sass.whole_elf(whole) == whole                                # nothing to restore
     assert sass.whole_elf(b"//ptx text") == b"//ptx text"               # not an ELF: untouched
+
+
+NVCC = Path("/usr/local/cuda/bin/nvcc")
+
+
+@pytest.mark.skipif(not (NVCC.exists() or shutil.which("nvcc")) or not sass.installed(),
+                    reason="needs nvcc and a SASS disassembler")
+def test_a_real_cubins_listing_is_cached_and_read_back(tmp_path, monkeypatch):
+    monkeypatch.setenv("PEAKBENCH_CACHE", str(tmp_path / "cache"))
+    src = tmp_path / "k.cu"
+    src.write_text('extern "C" __global__ void k(float* x, float a) { x[threadIdx.x] = a * x[threadIdx.x] + 3.0f; }\n')
+    subprocess.run([str(NVCC) if NVCC.exists() else "nvcc", "-arch=sm_90a", "-cubin", "-o", str(tmp_path / "k.cubin"),
+                    str(src)], check=True, capture_output=True)
+    cubin = (tmp_path / "k.cubin").read_bytes()
+    runs = []
+    real = sass.run_on_file
+    monkeypatch.setattr(sass, "run_on_file", lambda *a: runs.append(a[0][0]) or real(*a))
+    listing = sass.disassemble(cubin)
+    assert "FFMA" in listing and len(runs) == 1
+    assert sass.disassemble(cubin) == listing and len(runs) == 1, "read back, not disassembled again"
+    assert list((tmp_path / "cache" / "sass").glob("*.bin")), "kept under the sass folder"

@@ -389,3 +389,24 @@ def test_on_an_nvidia_gpu_each_pipeline_is_found_by_the_records_its_creation_wro
     assert fp32[0].loop_mix.get("FFMA.FTZ", 0) + fp32[0].loop_mix.get("FFMA", 0) == 512
     assert fp16[0].loop_mix.get("HFMA2", 0) + fp16[0].loop_mix.get("HFMA2.MMA", 0) == 512
     assert a3 == b3, "a pipeline the driver already holds writes no record"
+
+
+@needs_zstd
+@needs_nvdisasm
+def test_a_pipelines_listing_is_read_from_the_cache_the_second_time(small, tmp_path, monkeypatch):
+    """driver_cache disassembles each instruction stream once per machine, not once per run."""
+    from peakbench.vulkan import driver_cache as dc
+    monkeypatch.setenv("PEAKBENCH_CACHE", str(tmp_path / "cache"))
+    calls = []
+    real = ns.disassemble
+    monkeypatch.setattr(ns, "disassemble", lambda code, arch: calls.append(arch) or real(code, arch))
+    code = next(e.code for e in small.entries if e.kind == "nvvm" and e.code)
+    listing, why, cached = dc._listing(code, "SM90")
+    assert (why, cached) == (None, False) and "FFMA.FTZ" in listing
+    assert dc._listing(code, "SM90") == (listing, None, True)
+    assert calls == ["SM90"]
+    assert dc._listing(code[:-16] + bytes(16), "SM90")[2] is False, "another stream is disassembled"
+    listing, why, cached = dc._listing(code, "SM100")         # SM90 code is not valid SM100 code
+    assert why and not cached, "another architecture is disassembled"
+    dc._listing(code, "SM100")
+    assert calls == ["SM90"] * 2 + ["SM100"] * 2, "a failed disassembly is not cached"

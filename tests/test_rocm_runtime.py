@@ -226,3 +226,67 @@ def test_disassemble_without_llvm_objdump_is_none(monkeypatch, device):
     monkeypatch.setattr(runtime, "objdump", lambda: None)
     kernel = device.rt.compile_text("src", {}, "k")
     assert device.rt.disassemble(kernel) is None
+
+
+# -- the code-object and listing caches -------------------------------------------------------
+
+@pytest.fixture
+def versioned(fakes, tmp_path, monkeypatch):
+    """The fake hiprtc with a version to key its code objects by (real hiprtc has hiprtcVersion),
+    and a fresh cache."""
+    _, rtc = fakes
+    monkeypatch.setattr(rtc, "hiprtcVersion", lambda: (fake_hip.hiprtcResult.HIPRTC_SUCCESS, 6, 3), raising=False)
+    monkeypatch.setenv("PEAKBENCH_CACHE", str(tmp_path / "cache"))
+    return fakes
+
+
+def test_a_second_compile_of_the_same_source_reads_the_cache(versioned, device):
+    hip, rtc = versioned
+    rtc.warning_log = "k.cu:1:1: warning: unused"
+    first = device.rt.compile_text("extern \"C\" __global__ void k() {}", {"ACC": 8}, "k")
+    again = device.rt.compile_text("extern \"C\" __global__ void k() {}", {"ACC": 8}, "k")
+    assert len(rtc.programs) == 1, "hiprtc ran once"
+    assert again.binary == first.binary and again.log == first.log == "k.cu:1:1: warning: unused"
+    assert "cached" not in first.extra and again.extra["cached"] is True
+    assert hip.last("hipModuleLoadData")[0][0] == first.binary, "the cached code object is loaded"
+    assert hip.names().count("hipModuleLoadData") == 2
+    changed = device.rt.compile_text("extern \"C\" __global__ void k() {}", {"ACC": 4}, "k")
+    assert len(rtc.programs) == 2 and "-DACC=4" in [o.decode() for o in rtc.programs[-1].options]
+    assert changed.binary != first.binary and "cached" not in changed.extra
+    device.rt.compile_text("extern \"C\" __global__ void k() { }", {"ACC": 8}, "k")
+    assert len(rtc.programs) == 3, "an edited source is compiled again"
+
+
+def test_a_failed_compile_is_not_cached(versioned, device):
+    _, rtc = versioned
+    rtc.compile_error = "k.cu:1:1: error: no"
+    with pytest.raises(CompileError):
+        device.rt.compile_text("bad", {}, "k")
+    rtc.compile_error = None
+    device.rt.compile_text("bad", {}, "k")
+    assert len(rtc.programs) == 2
+
+
+def test_without_a_hiprtc_version_nothing_is_cached(fakes, device, tmp_path, monkeypatch):
+    _, rtc = fakes
+    monkeypatch.setenv("PEAKBENCH_CACHE", str(tmp_path / "cache"))
+    for _ in range(2):
+        device.rt.compile_text("src", {}, "k")
+    assert len(rtc.programs) == 2 and not (tmp_path / "cache").exists()
+
+
+def test_a_listing_is_read_once_per_code_object_and_tool(versioned, device, monkeypatch):
+    from peakbench.rocm import runtime
+    runs = []
+    text = "0000000000001000 <k>:\n\tv_fma_f32 v1, v2, v3, v4\n"
+    monkeypatch.setattr(runtime, "objdump", lambda: "/opt/rocm/llvm/bin/llvm-objdump")
+    monkeypatch.setattr(runtime, "run_on_file", lambda command, data, name: runs.append(command) or text)
+    kernel = device.rt.compile_text("src", {}, "k")
+    assert device.rt.disassemble(kernel) == text and len(runs) == 1
+    assert "cached" not in device.rt.evidence(kernel)
+    again = device.rt.compile_text("src", {}, "k")
+    assert device.rt.disassemble(again) == text and len(runs) == 1, "read back, not disassembled again"
+    assert device.rt.evidence(again)["cached"] == "binary"
+    assert runtime.disassemble(kernel.binary, "gfx90a") == text and len(runs) == 2, "another target is run again"
+    monkeypatch.setattr(runtime, "objdump", lambda: "/usr/bin/llvm-objdump-22")
+    assert runtime.disassemble(kernel.binary, "gfx942") == text and len(runs) == 3, "another tool too"

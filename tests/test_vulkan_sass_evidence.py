@@ -219,7 +219,8 @@ def test_moves_and_addresses_are_not_counted_as_the_types_arithmetic():
 
 @needs_zstd
 @needs_nvdisasm
-def test_one_disassembly_for_each_machine_code(nvidia, monkeypatch):
+def test_one_disassembly_for_each_machine_code(nvidia, monkeypatch, tmp_path):
+    monkeypatch.setenv("PEAKBENCH_CACHE", str(tmp_path / "cache"))      # listings are cached across runs
     code, driver = nvidia
     calls = []
     real = ns.disassemble

@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from helpers import record_tool_runs, run_peakbench
+from peakbench import cache as store
 
 SHADERS = [("empty.comp", {}),
            ("mem_stream.comp", {"MODE": 3, "UNROLL": 2}),
@@ -50,7 +51,13 @@ def counted_compiles(sh, monkeypatch):
 
 
 def notes(err: str) -> list[str]:
-    return [line for line in err.splitlines() if "shader-cache" in line]
+    return [line for line in err.splitlines() if "cache entr" in line]
+
+
+def unpack_entry(sh, path, data: bytes) -> bytes | None:
+    """The words of an entry as compile_shader would use them, or None."""
+    code = store.unpack(path, data)
+    return code if code is not None and sh.spirv_shaped(code) else None
 
 
 def flip_middle(data: bytes) -> bytes:
@@ -82,21 +89,21 @@ def test_every_damaged_entry_is_dropped_and_rebuilt_with_one_note(sh, pristine, 
                                                                    counted_compiles, kind):
     _, words = pristine
     entries = [path.read_bytes() for path in cache]
-    own = [sh.unpack_entry(path, data) for path, data in zip(cache, entries)]
+    own = [unpack_entry(sh, path, data) for path, data in zip(cache, entries)]
     assert sorted(own) == sorted(words)
     for i, path in enumerate(cache):
         j = (i + 1) % len(cache)
         path.write_bytes(damaged(kind, entries[i], own[i], own[j], entries[j]))
-        assert sh.unpack_entry(path, path.read_bytes()) is None, "the damage is seen"
+        assert unpack_entry(sh, path, path.read_bytes()) is None, "the damage is seen"
 
     for (name, settings), want in zip(SHADERS, words):
         got = sh.compile_shader(name, settings)
         assert got == want
         sh.validate(got, name)
     err = capsys.readouterr().err
-    assert notes(err) == [f"note: dropped {len(cache)} damaged or outdated shader-cache entries in "
+    assert notes(err) == [f"note: dropped {len(cache)} damaged or outdated cache entries in "
                           f"{sh.cache_dir()}; rebuilding as needed"]
-    assert [sh.unpack_entry(path, path.read_bytes()) for path in cache] == own, "rebuilt and re-cached"
+    assert [unpack_entry(sh, path, path.read_bytes()) for path in cache] == own, "rebuilt and re-cached"
     before = len(counted_compiles)
     for name, settings in SHADERS:
         sh.compile_shader(name, settings)
@@ -112,20 +119,20 @@ def test_a_well_formed_entry_must_hold_spirv(sh, pristine, cache, capsys, payloa
     """The header and digest can be right about bytes that are not SPIR-V: the words are checked too."""
     _, words = pristine
     path = cache[0]
-    code = sh.unpack_entry(path, path.read_bytes())
-    path.write_bytes(sh.pack_entry(path, payload(code)))
-    assert sh.unpack_entry(path, path.read_bytes()) is None
+    code = unpack_entry(sh, path, path.read_bytes())
+    path.write_bytes(store.pack(path, payload(code)))
+    assert unpack_entry(sh, path, path.read_bytes()) is None
     assert sorted(sh.compile_shader(name, settings) for name, settings in SHADERS) == sorted(words)
     assert notes(capsys.readouterr().err) == [
-        f"note: dropped 1 damaged or outdated shader-cache entry in {sh.cache_dir()}; rebuilding as needed"]
+        f"note: dropped 1 damaged or outdated cache entry in {sh.cache_dir()}; rebuilding as needed"]
 
 
 def test_the_size_in_the_header_is_checked(sh, cache):
     path = cache[0]
     data = bytearray(path.read_bytes())
     data[8:16] = (len(data)).to_bytes(8, "little")          # the size field, wrong; digest still right
-    assert sh.unpack_entry(path, bytes(data)) is None
-    assert sh.unpack_entry(path, path.read_bytes()) is not None
+    assert unpack_entry(sh, path, bytes(data)) is None
+    assert unpack_entry(sh, path, path.read_bytes()) is not None
 
 
 def test_an_unreadable_entry_is_rebuilt(sh, pristine, cache, capsys):
@@ -191,5 +198,5 @@ def test_peakbench_survives_a_truncated_cache(vulkan_backend, tmp_path):
             f.truncate(100)
     second, err = run("second.json")
     assert second == first
-    assert notes(err) == [f"note: dropped {len(entries)} damaged or outdated shader-cache entries in "
+    assert notes(err) == [f"note: dropped {len(entries)} damaged or outdated cache entries in "
                           f"{tmp_path / 'cache' / 'spirv'}; rebuilding as needed"]

@@ -2,6 +2,7 @@
 loading, device buffers as CuPy byte arrays, launches timed between CUDA events."""
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ import cupy as cp
 import numpy as np
 from cupy.cuda import nvrtc
 
-from peakbench import listing
+from peakbench import cache, listing
 from peakbench.backend import DeviceInfo
 from peakbench.cuda import sass
 from peakbench.runtime import CompiledModules, Kernel, Limits, LoopCensus, Words
@@ -33,6 +34,10 @@ def _nvrtc_version() -> tuple:
         return tuple(nvrtc.getVersion())
     except Exception:
         return (0, 0)
+
+
+def _bytes(text) -> bytes:
+    return text if isinstance(text, bytes) else str(text).encode()
 
 
 def include_dirs() -> list[str]:
@@ -65,10 +70,23 @@ class CudaRuntime(CompiledModules):
 
     # Compilation -------------------------------------------------------------------------------
     def compile_text(self, source: str, defines: dict, kernel: str, block: int = 1) -> Kernel:
+        """NVRTC's cubin for the source, or the one cached for the same source, options, kernel and
+        NVRTC version (the headers of the include folders are taken as fixed by that version)."""
         options = [f"-arch={self.arch}", "--std=c++17", *(f"-I{d}" for d in include_dirs()),
                    *(f"-D{k}={v}" for k, v in defines.items())]
         if _nvrtc_version() >= (12, 4):
             options.append("-pch")     # parse cuda_fp16.h and friends once per process, not per kernel
+        key = cache.key(source, "\0".join(options), kernel, repr(_nvrtc_version()))
+        make = functools.partial(self._nvrtc, source, options, kernel)
+        (binary, ptx, log), cached = cache.remember("cubin", key, make, kernel)
+        module = cp.cuda.function.Module()
+        module.load(binary)
+        self._modules.append(module)
+        extra = {"ptx": ptx.decode(errors="replace"), **({"cached": True} if cached else {})}
+        return Kernel(kernel, module.get_function(kernel), block, binary, log.decode(errors="replace"), extra)
+
+    def _nvrtc(self, source: str, options: list[str], kernel: str) -> list[bytes]:
+        """[cubin, PTX, log] of one compile."""
         prog = nvrtc.createProgram(source, f"{kernel}.cu", [], [])
         try:
             try:
@@ -81,11 +99,7 @@ class CudaRuntime(CompiledModules):
             ptx = nvrtc.getPTX(prog)
         finally:
             nvrtc.destroyProgram(prog)
-        module = cp.cuda.function.Module()
-        module.load(binary)
-        self._modules.append(module)
-        ptx = ptx.decode(errors="replace") if isinstance(ptx, bytes) else ptx
-        return Kernel(kernel, module.get_function(kernel), block, bytes(binary), log, {"ptx": ptx})
+        return [bytes(binary), _bytes(ptx), _bytes(log)]
 
     def disassemble(self, kernel: Kernel) -> str | None:
         """The SASS of this kernel alone (a module holds every kernel of its source), read once."""
@@ -93,6 +107,11 @@ class CudaRuntime(CompiledModules):
             found = sass.disassemble(kernel.binary)
             kernel.extra["sass"] = found and (listing.function(found, kernel.name) or None)
         return kernel.extra["sass"]
+
+    def evidence(self, kernel: Kernel) -> dict:
+        """The instruction mix, and `cached: "binary"` where the cubin was read from the cache."""
+        found = super().evidence(kernel)
+        return {**found, "cached": "binary"} if kernel.extra.get("cached") else found
 
     def census(self, kernel: Kernel) -> LoopCensus:
         """The main loop of the kernel's SASS (cuda/sass.py), for the work and types guards."""

@@ -1,8 +1,10 @@
 """SASS evidence: disassemble a cubin with the CUDA toolkit's cuobjdump or nvdisasm, where
 installed, and count the opcodes, so a report can show that compute.fp16 ran HFMA2 and
-matrix.fp16.fp32 ran HGMMA."""
+matrix.fp16.fp32 ran HGMMA. A listing is cached (peakbench/cache.py): a disassembler's start costs
+more than half a second."""
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -10,6 +12,7 @@ import struct
 import sys
 from pathlib import Path
 
+from peakbench import cache
 from peakbench.listing import count, instruction_mix, opcodes, run_on_file, with_addresses  # noqa: F401  (the SASS vocabulary)
 from peakbench.runtime import LoopCensus
 
@@ -45,14 +48,25 @@ def tool(name: str) -> str | None:
     return None
 
 
+DISASSEMBLERS = (("cuobjdump", ["-sass"]), ("nvdisasm", []))      # the first that gives a listing
+
+
 def disassemble(cubin: bytes) -> str | None:
-    """The SASS listing of a cubin, or None when no disassembler is installed or it fails."""
+    """The SASS listing of a cubin, or None when no disassembler is installed or it fails. It is
+    cached (folder sass, keyed by the cubin and the disassemblers that would read it)."""
     if not cubin:
         return None
-    for name, args in (("cuobjdump", ["-sass"]), ("nvdisasm", [])):
-        exe = tool(name)
-        out = run_on_file([exe, *args], cubin, "kernel.cubin") if exe else None
+    found = [(exe, args) for name, args in DISASSEMBLERS if (exe := tool(name))]
+    if not found:
+        return None
+    key = cache.key(hashlib.sha256(cubin).digest(), *(f"{cache.tool_identity(exe)} {args}" for exe, args in found))
+    text = cache.load_text("sass", key)
+    if text is not None:
+        return text
+    for exe, args in found:
+        out = run_on_file([exe, *args], cubin, "kernel.cubin")
         if out and opcodes(out):
+            cache.store_text("sass", key, out)
             return out
     return None
 

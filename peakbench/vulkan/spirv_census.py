@@ -9,13 +9,12 @@ holds another loop is not counted: the census says so instead of guessing trip c
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import subprocess
 import tempfile
 from pathlib import Path
 
+from peakbench import cache
 from peakbench.runtime import LoopCensus
 
 PASSES = ["--eliminate-local-single-store", "--eliminate-local-multi-store", "--loop-unroll", "--ccp",
@@ -81,22 +80,18 @@ def lanes(type_name: str) -> int:
 
 
 def census(code: bytes) -> LoopCensus:
-    """The census of a module, kept beside the compiled modules (keyed by its words and this
-    file), so a second run reads it instead of running spirv-opt and spirv-dis again."""
-    from peakbench.vulkan.shaders import cache_dir
-    key = hashlib.sha256(code + Path(__file__).read_bytes()).hexdigest()[:32]
-    path = cache_dir() / f"census-{key}.json"
-    try:
-        d = json.loads(path.read_text())
-        return LoopCensus(d["ops"], d["work"], frozenset(d["types"]), d["source"], d["note"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    """The census of a module, cached (folder spirv-census, keyed by its words and this file), so
+    a second run reads it instead of running spirv-opt and spirv-dis again."""
+    key = cache.key(code, Path(__file__).read_bytes())
+    d = cache.load_json("spirv-census", key)
+    if isinstance(d, dict):
+        try:
+            return LoopCensus(d["ops"], d["work"], frozenset(d["types"]), d["source"], d["note"])
+        except (KeyError, TypeError):
+            pass               # written by another layout: count again and replace it
     found = count(code)
-    try:
-        path.write_text(json.dumps({"ops": found.ops, "work": found.work, "types": sorted(found.types),
-                                    "source": found.source, "note": found.note}))
-    except OSError:
-        pass
+    cache.store_json("spirv-census", key, {"ops": found.ops, "work": found.work, "types": sorted(found.types),
+                                           "source": found.source, "note": found.note})
     return found
 
 
