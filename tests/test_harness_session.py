@@ -249,6 +249,29 @@ def test_the_best_variants_samples_are_kept(clock):
     assert min(r.samples) == pytest.approx(r.stats["min"]) and max(r.samples) == pytest.approx(r.stats["max"])
 
 
+def test_a_shared_warm_up_holds_only_while_the_clock_does(clock):
+    """A test continuing the load before warms up again on its own kernel where the clock, read
+    after one of its launches, is more than 3% under the clock the test before ran at."""
+    shared = Settings(sample_s=0.002, warmup_s=0.3, min_samples=3, max_samples=5, budget_s=1.0, warm_gap_s=0.5)
+    load = runner.Load()
+    device = FakeDevice(clock=clock, clock_mhz=1980.0)
+    run_test(device, OTHER, shared, lambda _: None, load=load)
+    clock.advance(0.1)
+    held = run_test(device, OTHER, shared, lambda _: None, load=load)
+    device._clock_mhz = 1620.0               # the clock fell while the host checked the kernel
+    clock.advance(0.1)
+    fell = run_test(device, OTHER, shared, lambda _: None, load=load)
+    launches = [len(w.sizes) for w in device.workloads]
+    assert held.evidence["warm_up"].startswith("continued the load before (clock 1980 MHz")
+    assert fell.evidence["warm_up"] == "warmed up again: the clock read 1620 MHz, under the 1980 MHz of the load before"
+    assert launches[2] > launches[1] + 20      # 0.3 s more of its own load
+    clock.advance(0.1)
+    again = run_test(device, OTHER, shared, lambda _: None, load=load)   # 1620 is now the clock held
+    assert again.evidence["warm_up"].startswith("continued")
+    first = run_test(FakeDevice(clock=clock, clock_mhz=1980.0), OTHER, SETTINGS, lambda _: None)
+    assert "warm_up" not in first.evidence           # its own warm-up: nothing to tell
+
+
 def test_consecutive_tests_share_one_warm_up_when_the_gap_is_short(clock):
     shared = Settings(sample_s=0.002, warmup_s=0.3, min_samples=3, max_samples=5, budget_s=1.0, warm_gap_s=0.5)
     load = runner.Load()

@@ -61,13 +61,17 @@ def screening_variants(test, offered: tuple) -> tuple:
     return (offered[0],)
 
 
+CLOCK_HOLD = 0.03     # a shared warm-up holds while the clock is within this of the last test's
+
+
 class Load:
-    """When one device's sustained load began and when its last timed launch ended, so that
-    consecutive tests can share one warm-up (Settings.warm_gap_s)."""
+    """When one device's sustained load began, when its last timed launch ended and the clock it
+    ran at, so that consecutive tests can share one warm-up (Settings.warm_gap_s)."""
 
     def __init__(self):
         self.since: float | None = None
         self.until: float | None = None
+        self.mhz: float | None = None
 
     def begin(self, now: float, gap_s: float) -> float:
         """When the load a test starting `now` continues began: the previous test's, where it ended
@@ -76,8 +80,8 @@ class Load:
             self.since = now
         return self.since
 
-    def end(self, now: float) -> None:
-        self.until = now
+    def end(self, now: float, mhz: float | None = None) -> None:
+        self.until, self.mhz = now, mhz
 
 
 @dataclass
@@ -107,14 +111,32 @@ def calibrate(run: Callable[[int], float], settings: Settings) -> tuple[int, flo
     return size, seconds
 
 
+def hold(workload, size: int, settings: Settings, clock: Callable[[], float | None], held_mhz: float) -> str:
+    """A warm-up shared with the test before holds only while the clock does: the GPU idles while
+    the host checks a kernel, and its clock may fall in that gap (an H200 went from 1980 to 1395
+    MHz over consecutive quick tests, no throttle reported). Read after a launch of this kernel,
+    a clock under the last test's warms up again, on this kernel (a power cap it now meets warms
+    up too). The warm-up's story, for the evidence."""
+    workload.run(size)
+    now = clock()
+    if not now or now >= held_mhz * (1 - CLOCK_HOLD):
+        return f"continued the load before (clock {now or 0:.0f} MHz, {held_mhz:.0f} before)"
+    t = time.perf_counter()
+    while time.perf_counter() - t < settings.warmup_s:
+        workload.run(size)
+    return f"warmed up again: the clock read {now:.0f} MHz, under the {held_mhz:.0f} MHz of the load before"
+
+
 def measure(workload, per_item: float, unit: str, settings: Settings, started: float,
-            clock: Callable[[], float | None] = lambda: None) -> VariantResult:
+            clock: Callable[[], float | None] = lambda: None, held_mhz: float | None = None) -> VariantResult:
     """Time one prepared workload (`run(size)` -> GPU seconds, `items(size)` -> work items done);
     `per_item` is what its descriptor says an item is worth; `started` is when the test's
-    sustained load began."""
+    sustained load began; `held_mhz`, where that load began before this test, the clock it ran at
+    (see hold)."""
     size, _ = calibrate(workload.run, settings)
     while time.perf_counter() - started < settings.warmup_s:
         workload.run(size)
+    warm_up = hold(workload, size, settings, clock, held_mhz) if held_mhz else None
     rates, clocks, timing = [], [], []
     t0 = time.perf_counter()
     while len(rates) < settings.max_samples:
@@ -129,6 +151,7 @@ def measure(workload, per_item: float, unit: str, settings: Settings, started: f
                 stdrel(rates) < settings.settle or time.perf_counter() - t0 > settings.budget_s):
             break
     read = [c for c in clocks if c]
+    evidence = {**workload.evidence, **({"warm_up": warm_up} if warm_up else {})}
     return VariantResult(getattr(workload, "name", ""), size, summarize(rates),
                          median(read) if read else None, dict(workload.params),
-                         dict(workload.evidence), rates, timing, (t0, time.perf_counter()))
+                         evidence, rates, timing, (t0, time.perf_counter()))

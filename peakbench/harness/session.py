@@ -186,8 +186,9 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
                 # busy under warm_gap_s ago; a long compile in between lets the clock fall.
                 now = time.perf_counter()
                 started = load.begin(now, settings.warm_gap_s) if settings.warm_gap_s else started or load.begin(now, 0)
-                v = measure(workload, test.per_item(variant), test.unit, settings, started, device.clock_mhz)
-                load.end(time.perf_counter())
+                held = load.mhz if settings.warm_gap_s and started < now else None
+                v = measure(workload, test.per_item(variant), test.unit, settings, started, device.clock_mhz, held)
+                load.end(time.perf_counter(), v.clock_mhz)
             v.name = variant.name
             v.evidence["guards"] = checks = {**checks, **v.evidence.get("guards", {})}
             problem = measured_guards(test, v, device, spec, checks)
