@@ -123,10 +123,11 @@ def release(obj, free, *names: str) -> None:
 class Device(Protocol):
     info: DeviceInfo
 
-    def prepare(self, test: TestSpec, variant, settings=None) -> Workload:
+    def prepare(self, test: TestSpec, variant, settings=None, spec=None) -> Workload:
         """Build the kernel for one variant; raises Unsupported with a [category] reason.
         `settings` (harness.runner.Settings, None: the full suite's) says whether this is a
-        screening run, which shortens what a workload sweeps at preparation."""
+        screening run, which shortens what a workload sweeps at preparation; `spec`, the device's
+        spec entry, gives the cache sizes an API may not report."""
 
     def support(self, test: TestSpec) -> str | None:
         """None when the test can run here, else the unsupported reason ([category] sentence)."""

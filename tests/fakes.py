@@ -95,7 +95,7 @@ class FakeDevice:
     def variants(self, test) -> tuple:
         return test.variants
 
-    def prepare(self, test, variant, settings=None):
+    def prepare(self, test, variant, settings=None, spec=None):
         self.prepared.append((test.name, variant.name))
         make = self.plan.get(test.name)
         # 1e6 ops a size unit, in the items of the test's descriptor

@@ -207,7 +207,7 @@ class Device:
     def variants(self, test):
         return tuple(v for v in test.variants if self.only in (None, v.name))
 
-    def prepare(self, test, variant, settings=None):
+    def prepare(self, test, variant, settings=None, spec=None):
         return self.module.workload(test, variant, self.rt)
 
     def clock_mhz(self):

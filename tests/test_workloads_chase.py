@@ -78,12 +78,15 @@ def test_a_screening_sweep_walks_no_working_set_past_its_cold_size_before_timing
         assert without <= with_walk - ws // chase.LINE or ws < 256 * KIB, ws     # no walk of its nodes
 
 
-def test_a_screening_sweep_stops_at_four_l2s_on_nvidia_and_runs_the_full_range_elsewhere():
+def test_a_screening_sweep_stops_at_four_last_caches_and_runs_the_full_range_where_unknown():
     nvidia, amd = SimpleNamespace(vendor_id=0x10DE), SimpleNamespace(vendor_id=0x1002)
     assert chase.screening_max(nvidia, 50 << 20) == 200 << 20          # the H200's 50 MiB L2
     assert chase.screening_max(nvidia, 4 << 20) == chase.SCREEN_MIN
-    assert chase.screening_max(nvidia, 0) == chase.SCREEN_UNKNOWN_L2    # Vulkan gives no L2 size
+    assert chase.screening_max(nvidia, 0) == chase.SCREEN_UNKNOWN       # Vulkan gives no L2 size...
+    assert chase.screening_max(nvidia, 0, {"l2": 50 << 20}) == 200 << 20    # ...the spec does
     assert chase.screening_max(amd, 4 << 20) == chase.CHASE_MAX         # Infinity Cache is not in the L2
+    assert chase.screening_max(amd, 4 << 20, {"l2": 4 << 20, "l3": 64 << 20}) == 256 << 20   # the spec's L3
+    assert chase.screening_max(amd, 4 << 20, {"l2": 6 << 20, "l3": 256 << 20}) == chase.CHASE_MAX
 
 
 def test_the_working_sets_are_a_quarter_octave_apart_in_whole_nodes():

@@ -213,7 +213,7 @@ class Device:
     def variants(self, test):
         return test.variants
 
-    def prepare(self, test, variant, settings=None):
+    def prepare(self, test, variant, settings=None, spec=None):
         peers = FakePeers(self.count)
         self.peers.append(peers)
         return p2p.P2pWorkload(test, variant, peers, self.rt)

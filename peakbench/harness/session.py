@@ -171,7 +171,7 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
         workload = None
         try:
             t0 = time.perf_counter()
-            workload = device.prepare(test, variant, settings)
+            workload = device.prepare(test, variant, settings, spec)
             checks = workload.evidence.setdefault("guards", {})
             t1 = time.perf_counter()
             problem = static_guards(test, variant, workload, device, spec, checks) or workload.verify()

@@ -17,6 +17,7 @@ offers, and per family the kernel it runs as data:
 from __future__ import annotations
 
 from peakbench.backend import Unsupported
+from peakbench.harness.levels import documented_caches
 from peakbench.workloads import alu, chase, launch, stream
 
 
@@ -33,7 +34,7 @@ class Device:
     def variants(self, test) -> tuple:
         return self.table.variants(test, self.rt)
 
-    def prepare(self, test, variant, settings=None):
+    def prepare(self, test, variant, settings=None, spec=None):
         reason = self.support(test)
         if reason:
             raise Unsupported(reason)
@@ -50,7 +51,8 @@ class Device:
             kernel = table.chase_kernel(rt)
             if self.chase_sweep is None:
                 screening = bool(settings and settings.screening)
-                self.chase_sweep = chase.sweep(rt, kernel, stream.working_bytes(rt), screening=screening)
+                self.chase_sweep = chase.sweep(rt, kernel, stream.working_bytes(rt), screening=screening,
+                                               caches=documented_caches(spec))
             return chase.LatencyWorkload(test, variant, self.chase_sweep, kernel.path)
         if test.family == "launch":
             return launch.LaunchWorkload(test, variant, rt, *table.EMPTY, table.LAUNCH_PARAMS)

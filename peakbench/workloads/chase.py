@@ -34,7 +34,7 @@ ROUND = 256                      # chase loads per round: the kernels' inner loo
 SWEEP_SAMPLE_S = 0.004           # GPU time per working-set point of the sweeps
 FIRST_BYTES = 4096
 CHASE_MAX = 512 << 20
-SCREEN_MIN, SCREEN_L2_TIMES, SCREEN_UNKNOWN_L2 = 128 << 20, 4, 256 << 20    # see screening_max
+SCREEN_MIN, SCREEN_CACHE_TIMES, SCREEN_UNKNOWN = 128 << 20, 4, 256 << 20    # see screening_max
 STEPS_PER_OCTAVE = 4             # working sets 2^(1/4) apart
 SEED = 12345                     # the chains' random generator
 LINK_BLOCK = 256                 # threads per workgroup of the link kernel (one node each)
@@ -229,26 +229,36 @@ def partitioned_l2(info) -> bool:
     return info.vendor_id == 0x10DE
 
 
-def screening_max(info, l2_bytes: int) -> int:
-    """Where a screening sweep stops: on a GPU whose last cache is its L2 (NVIDIA's), SCREEN_L2_TIMES
-    its L2 (at least SCREEN_MIN), which leaves DRAM's plateau several points, or SCREEN_UNKNOWN_L2
-    where the API gives no L2 size (Vulkan); elsewhere (AMD's Infinity Cache is not in the L2
-    size) the full range."""
-    if not partitioned_l2(info):
-        return CHASE_MAX
-    return max(SCREEN_MIN, SCREEN_L2_TIMES * l2_bytes) if l2_bytes else SCREEN_UNKNOWN_L2
+def screening_max(info, l2_bytes: int, caches: dict | None = None) -> int:
+    """Where a screening sweep stops: SCREEN_CACHE_TIMES the last cache (at least SCREEN_MIN),
+    which leaves DRAM's plateau several points. The last cache is the spec's largest where it
+    documents them, else on NVIDIA (whose last cache is its L2) the L2 the API reports, or where
+    it reports none (Vulkan) SCREEN_UNKNOWN; else (AMD's Infinity Cache is not in the L2 size)
+    the full range."""
+    last = last_cache(info, l2_bytes, caches)
+    if last:
+        return min(CHASE_MAX, max(SCREEN_MIN, SCREEN_CACHE_TIMES * last))
+    return SCREEN_UNKNOWN if partitioned_l2(info) else CHASE_MAX
+
+
+def last_cache(info, l2_bytes: int, caches: dict | None) -> int | None:
+    """The size of the device's last cache level, where known: the spec's, or NVIDIA's L2."""
+    if caches:
+        return max(caches.get("l3", 0), caches.get("l2", 0)) or None
+    return l2_bytes if partitioned_l2(info) and l2_bytes else None
 
 
 def sweep(rt, kernel: ChaseKernel, max_bytes: int, sample_s: float = SWEEP_SAMPLE_S,
-          screening: bool = False) -> ChaseSweep:
+          screening: bool = False, caches: dict | None = None) -> ChaseSweep:
     """The latency sweep of a device, 4 KiB up to CHASE_MAX (or `max_bytes`, the stream buffer;
-    a screening run: screening_max)."""
-    top, l2 = min(CHASE_MAX, max_bytes), rt.limits.l2_bytes
+    a screening run: screening_max). `caches`: the spec's documented sizes (levels.documented_caches)."""
+    top, cold_from = min(CHASE_MAX, max_bytes), None
     if screening:
-        top = min(top, screening_max(rt.info, l2))
-    # A screening sweep walks no working set of over twice the L2 untimed first: each of its loads
-    # misses the L2 either way, and the walk is most of such a point's time (a million loads).
-    cold_from = 2 * l2 if screening and l2 and partitioned_l2(rt.info) else None
+        top = min(top, screening_max(rt.info, rt.limits.l2_bytes, caches))
+        # No working set of over twice the last cache is walked untimed first: its loads miss
+        # the caches either way, and the walk is most of such a point's time (a million loads).
+        last = last_cache(rt.info, rt.limits.l2_bytes, caches)
+        cold_from = 2 * last if last else None
     return ChaseSweep(Chaser(rt, kernel), top, first_level(rt.info), sample_s, partitioned_l2(rt.info), cold_from)
 
 
