@@ -94,6 +94,15 @@ def _calibration_sizes(seconds_per_unit: float, settings: Settings) -> list[int]
     return w.sizes
 
 
+def test_a_shared_warm_up_still_runs_the_tests_own_kernel_for_own_warmup_s(clock):
+    settings = Settings(sample_s=0.002, warmup_s=0.3, min_samples=3, max_samples=8, budget_s=10.0, own_warmup_s=0.1)
+    w = FakeWorkload(seconds_per_unit=1e-6, clock=clock)
+    began = clock()
+    v = measure(w, 1, "TFLOPS", settings, started=began - 10.0)     # the load began 10 s ago
+    first_sample = len(w.sizes) - v.summary.samples
+    assert w.starts[first_sample] - began >= 0.1 > w.starts[first_sample - 1] - began
+
+
 def test_no_warm_up_launches_when_the_time_has_passed(clock):
     w = FakeWorkload(seconds_per_unit=1e-6, clock=clock)
     v = measure(w, 1, "TFLOPS", FAST, started=clock() - 10.0)     # the test began 10 s ago

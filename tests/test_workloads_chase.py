@@ -55,29 +55,6 @@ def test_the_chase_is_timed_only_after_a_whole_walk_of_the_cycle():
     assert sweep.latencies == pytest.approx([1.0] * len(sweep.sizes))   # no first touch was timed
 
 
-def test_a_screening_sweep_walks_no_working_set_past_its_cold_size_before_timing_it():
-    class Counting(CachedChaser):
-        """Loads launched per working set."""
-        def __init__(self):
-            self.loads = []
-
-        def load(self, nxt):
-            super().load(nxt)
-            self.loads.append(0)
-
-        def launch(self, rounds, start):
-            self.loads[-1] += rounds * chase.ROUND
-            return super().launch(rounds, start)
-
-    walked, cold = Counting(), Counting()
-    a = chase.ChaseSweep(walked, 2048 * KIB, first_level=1, sample_s=1e-6)
-    b = chase.ChaseSweep(cold, 2048 * KIB, first_level=1, sample_s=1e-6, cold_from=256 * KIB)
-    assert a.sizes == b.sizes
-    for ws, with_walk, without in zip(a.sizes, walked.loads, cold.loads):
-        assert (without == with_walk) == (ws < 256 * KIB), ws
-        assert without <= with_walk - ws // chase.LINE or ws < 256 * KIB, ws     # no walk of its nodes
-
-
 def test_a_screening_sweep_stops_at_four_last_caches_and_runs_the_full_range_where_unknown():
     nvidia, amd = SimpleNamespace(vendor_id=0x10DE), SimpleNamespace(vendor_id=0x1002)
     assert chase.screening_max(nvidia, 50 << 20) == 200 << 20          # the H200's 50 MiB L2

@@ -38,6 +38,10 @@ class Settings:
     # A test that starts within this long of the previous test's last launch on the device counts
     # that test's sustained load towards its warm-up (the clocks have not fallen back); 0: never.
     warm_gap_s: float = 0.0
+    # With a shared warm-up, the least each test still runs its own kernel before its samples:
+    # the GPU idles while the host checks the kernel, and its clock can fall there unseen (an
+    # H200 ran sfu.sin at 0.8x its clock while NVML still read 1980 MHz).
+    own_warmup_s: float = 0.0
     # The screening profile (--quick): one variant a test (screening_variants), no size sweeps
     # beside the value, and a latency sweep that stops short of the full range (workloads/chase.py).
     screening: bool = False
@@ -45,7 +49,7 @@ class Settings:
     @classmethod
     def quick(cls) -> "Settings":
         return cls(sample_s=0.005, warmup_s=0.3, min_samples=5, max_samples=10, budget_s=0.5, warm_gap_s=0.5,
-                   screening=True)
+                   own_warmup_s=0.1, screening=True)
 
 
 def screening_variants(test, offered: tuple) -> tuple:
@@ -133,8 +137,9 @@ def measure(workload, per_item: float, unit: str, settings: Settings, started: f
     `per_item` is what its descriptor says an item is worth; `started` is when the test's
     sustained load began; `held_mhz`, where that load began before this test, the clock it ran at
     (see hold)."""
+    own = time.perf_counter()
     size, _ = calibrate(workload.run, settings)
-    while time.perf_counter() - started < settings.warmup_s:
+    while time.perf_counter() - started < settings.warmup_s or time.perf_counter() - own < settings.own_warmup_s:
         workload.run(size)
     warm_up = hold(workload, size, settings, clock, held_mhz) if held_mhz else None
     rates, clocks, timing = [], [], []

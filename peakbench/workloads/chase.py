@@ -156,9 +156,8 @@ class ChaseSweep:
     (which would stay cached)."""
 
     def __init__(self, chaser, max_bytes: int, first_level: int, sample_s: float = SWEEP_SAMPLE_S,
-                 partitioned_l2: bool = False, cold_from: int | None = None):
+                 partitioned_l2: bool = False):
         self.chaser, self.first_level, self.partitioned_l2 = chaser, first_level, partitioned_l2
-        self.cold_from = cold_from       # working sets from this size on are timed without a walk first
         self.evidence = dict(getattr(chaser, "evidence", {}))     # the chase kernel's instructions
         self.sizes, self.latencies, self.cycles, self.mhz, self.problem = [], [], [], [], None
         rng = np.random.default_rng(SEED)
@@ -183,7 +182,7 @@ class ChaseSweep:
 
         # Walk the cycle once untimed: a timed load that touches a line for the first time
         # would read DRAM whatever the working set (the H200 showed DRAM latency from 16 MiB).
-        warm = 0 if self.cold_from and ws >= self.cold_from else min(nodes, WARM_LOADS)
+        warm = min(nodes, WARM_LOADS)
         while warm > 0:
             rounds = min(self.chaser.max_rounds, -(-warm // ROUND))
             run(rounds)
@@ -252,14 +251,10 @@ def sweep(rt, kernel: ChaseKernel, max_bytes: int, sample_s: float = SWEEP_SAMPL
           screening: bool = False, caches: dict | None = None) -> ChaseSweep:
     """The latency sweep of a device, 4 KiB up to CHASE_MAX (or `max_bytes`, the stream buffer;
     a screening run: screening_max). `caches`: the spec's documented sizes (levels.documented_caches)."""
-    top, cold_from = min(CHASE_MAX, max_bytes), None
+    top = min(CHASE_MAX, max_bytes)
     if screening:
         top = min(top, screening_max(rt.info, rt.limits.l2_bytes, caches))
-        # No working set of over twice the last cache is walked untimed first: its loads miss
-        # the caches either way, and the walk is most of such a point's time (a million loads).
-        last = last_cache(rt.info, rt.limits.l2_bytes, caches)
-        cold_from = 2 * last if last else None
-    return ChaseSweep(Chaser(rt, kernel), top, first_level(rt.info), sample_s, partitioned_l2(rt.info), cold_from)
+    return ChaseSweep(Chaser(rt, kernel), top, first_level(rt.info), sample_s, partitioned_l2(rt.info))
 
 
 class LatencyWorkload:
