@@ -123,8 +123,10 @@ def hold(workload, size: int, settings: Settings, clock: Callable[[], float | No
     up too). The warm-up's story, for the evidence."""
     workload.run(size)
     now = clock()
-    if not now or now >= held_mhz * (1 - CLOCK_HOLD):
-        return f"continued the load before (clock {now or 0:.0f} MHz, {held_mhz:.0f} before)"
+    if not now:
+        return f"continued the load before (its clock {held_mhz:.0f} MHz; none read now)"
+    if now >= held_mhz * (1 - CLOCK_HOLD):
+        return f"continued the load before (clock {now:.0f} MHz, {held_mhz:.0f} before)"
     t = time.perf_counter()
     while time.perf_counter() - t < settings.warmup_s:
         workload.run(size)
