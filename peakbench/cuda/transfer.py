@@ -17,7 +17,7 @@ import cupy as cp
 import numpy as np
 
 from peakbench.kernels import STREAM
-from peakbench.workloads.transfer import HostBuffer, MappedReadWorkload, TransferWorkload, value_bytes
+from peakbench.workloads.transfer import HostBuffer, MappedReadWorkload, RuntimeBuffers, TransferWorkload, value_bytes
 
 # cudaMemcpyKind and cudaHostAlloc flags (CUDA Runtime API, driver_types.h)
 KIND = {"h2d": 1, "d2h": 2}
@@ -32,7 +32,7 @@ def _pointer(buf) -> int:
     return buf.data.ptr if isinstance(buf, cp.ndarray) else int(buf)
 
 
-class CudaLink:
+class CudaLink(RuntimeBuffers):
     stream = STREAM
 
     def __init__(self, rt):
@@ -57,15 +57,6 @@ class CudaLink:
         view = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr))
         # the kernel's pointer parameter, passed by value as 8 bytes
         return HostBuffer(ptr, view, "mapped", {"ptr": ptr, "arg": np.uint64(ptr)})
-
-    def device(self, nbytes: int):
-        return self.rt.alloc(nbytes)
-
-    def write_device(self, buf, data: np.ndarray) -> None:
-        self.rt.upload(buf, data.tobytes())
-
-    def read_device(self, buf, nbytes: int) -> np.ndarray:
-        return np.frombuffer(self.rt.download(buf, nbytes), np.uint8)
 
     def release(self, buf) -> None:
         if isinstance(buf, HostBuffer):

@@ -16,14 +16,14 @@ import numpy as np
 
 from peakbench.kernels import STREAM
 from peakbench.rocm.runtime import DeviceBuffer
-from peakbench.workloads.transfer import HostBuffer, MappedReadWorkload, TransferWorkload, value_bytes
+from peakbench.workloads.transfer import HostBuffer, MappedReadWorkload, RuntimeBuffers, TransferWorkload, value_bytes
 
 
 def support(test, rt) -> str | None:
     return None
 
 
-class HipLink:
+class HipLink(RuntimeBuffers):
     stream = STREAM
 
     def __init__(self, rt):
@@ -52,15 +52,6 @@ class HipLink:
             raise
         host.extra["arg"] = DeviceBuffer(ptr, nbytes)       # a pointer argument of the launch; never hipFree'd
         return host
-
-    def device(self, nbytes: int):
-        return self.rt.alloc(nbytes)
-
-    def write_device(self, buf, data: np.ndarray) -> None:
-        self.rt.upload(buf, data.tobytes())
-
-    def read_device(self, buf, nbytes: int) -> np.ndarray:
-        return np.frombuffer(self.rt.download(buf, nbytes), np.uint8)
 
     def release(self, buf) -> None:
         if isinstance(buf, HostBuffer):

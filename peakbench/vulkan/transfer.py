@@ -16,7 +16,7 @@ import vulkan as vk
 
 from peakbench.vulkan.capabilities import STREAM
 from peakbench.vulkan.device import Buffer
-from peakbench.workloads.transfer import HostBuffer, MappedReadWorkload, TransferWorkload, value_bytes
+from peakbench.workloads.transfer import HostBuffer, MappedReadWorkload, RuntimeBuffers, TransferWorkload, value_bytes
 
 ffi = vk.ffi
 QUEUE_TYPES = vk.VK_QUEUE_GRAPHICS_BIT | vk.VK_QUEUE_COMPUTE_BIT
@@ -48,7 +48,7 @@ def transfer_family(physical) -> int | None:
     return None
 
 
-class VulkanLink:
+class VulkanLink(RuntimeBuffers):
     """The link verbs on the runtime's device and its one queue."""
 
     stream = STREAM
@@ -91,15 +91,6 @@ class VulkanLink:
         host = self._mapped(nbytes, "mapped")
         host.extra["arg"] = host.handle          # a Buffer: the launch binds it as a storage buffer
         return host
-
-    def device(self, nbytes: int):
-        return self.rt.alloc(nbytes)
-
-    def write_device(self, buf, data: np.ndarray) -> None:
-        self.rt.upload(buf, data.tobytes())
-
-    def read_device(self, buf, nbytes: int) -> np.ndarray:
-        return np.frombuffer(self.rt.download(buf, nbytes), np.uint8)
 
     def release(self, buf) -> None:
         if isinstance(buf, HostBuffer):

@@ -8,7 +8,8 @@ A link is:
                                      is a numpy uint8 view the workload fills and checks
     device(nbytes)                   a device buffer
     write_device(buf, data), read_device(buf, nbytes) -> np.ndarray
-                                     contents by another path than copy() (the reference's way in and out)
+                                     contents by another path than copy() (the reference's way in and out;
+                                     RuntimeBuffers gives these three through the link's runtime)
     copy(jobs, nbytes, repeat) -> s  every job (direction, HostBuffer, device buffer) at once, each on
                                      its own stream or queue, `repeat` copies of `nbytes` back to back;
                                      the seconds from the first copy's start to the last one's end
@@ -85,6 +86,20 @@ def sweep_sizes(largest: int) -> list[int]:
         sizes.append(n)
         n *= SWEEP_STEP
     return sizes if sizes and sizes[-1] == largest else sizes + [largest]
+
+
+class RuntimeBuffers:
+    """The device side of a link through its runtime (`self.rt`, peakbench/runtime.py): a link's
+    device buffers, and their contents in and out by the runtime's own upload and download."""
+
+    def device(self, nbytes: int):
+        return self.rt.alloc(nbytes)
+
+    def write_device(self, buf, data: np.ndarray) -> None:
+        self.rt.upload(buf, data.tobytes())
+
+    def read_device(self, buf, nbytes: int) -> np.ndarray:
+        return np.frombuffer(self.rt.download(buf, nbytes), np.uint8)
 
 
 @dataclass
