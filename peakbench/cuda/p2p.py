@@ -12,13 +12,11 @@ from __future__ import annotations
 import cupy as cp
 import numpy as np
 
+from peakbench.kernels.p2p import BLOCK, PeerCopies
 from peakbench.workloads import p2p
 from peakbench.workloads.transfer import value_bytes
 
 PEER_ACCESS_ALREADY_ENABLED = 704     # cudaErrorPeerAccessAlreadyEnabled (driver_types.h)
-BLOCK = 256
-BLOCKS_PER_SM = 4
-UNROLL = 4
 
 
 def _count() -> int:
@@ -29,12 +27,15 @@ def support(test, rt) -> str | None:
     return p2p.support(_count())
 
 
-class CudaPeers:
+class CudaPeers(PeerCopies):
+    API = {"peer_access": "cudaDeviceEnablePeerAccess, each way", "streams": "one per GPU, non-blocking",
+           "timed": "CUDA events on the first copy's GPU, the other GPU's stream joined by events",
+           "ce": "cudaMemcpyPeerAsync (copy engines) on the source GPU's stream"}
+
     def __init__(self, rt):
-        self.rt, self.count = rt, _count()
+        super().__init__(rt)
+        self.count = _count()
         self.value_bytes = value_bytes(rt.info)
-        self.streams, self.events, self.functions, self.modules = {}, {}, {}, []
-        self.kernel = None
 
     def can_access(self, a: int, b: int) -> bool:
         return bool(cp.cuda.runtime.deviceCanAccessPeer(a, b))
@@ -63,94 +64,43 @@ class CudaPeers:
         with buf.device:
             return buf[:nbytes].get()
 
-    def _stream(self, dev: int):
-        if dev not in self.streams:
-            with cp.cuda.Device(dev):
-                self.streams[dev] = cp.cuda.Stream(non_blocking=True)
-                self.events[dev] = (cp.cuda.Event(), cp.cuda.Event(), cp.cuda.Event(disable_timing=True))
-        return self.streams[dev]
+    # The API's verbs for PeerCopies ------------------------------------------------------------
+    def on(self, dev: int):
+        return cp.cuda.Device(dev)
 
-    def _function(self, dev: int):
-        """The copy kernel, built once for this runtime's GPU and loaded on each GPU that runs it."""
-        if self.kernel is None:
-            self.kernel = self.rt.compile("p2p.cu", {"UNROLL": UNROLL}, "p2p_copy", block=BLOCK, args="bbu",
-                                          label="transfer.p2p copy")
-        if dev not in self.functions:
-            if dev == self.rt.index:
-                self.functions[dev] = self.kernel.handle
-            else:
-                with cp.cuda.Device(dev):
-                    module = cp.cuda.function.Module()
-                    module.load(self.kernel.binary)
-                    self.modules.append(module)
-                    self.functions[dev] = module.get_function("p2p_copy")
-        return self.functions[dev]
+    def new_stream(self, dev: int):
+        return cp.cuda.Stream(non_blocking=True), (cp.cuda.Event(), cp.cuda.Event(), cp.cuda.Event(disable_timing=True))
 
-    def _issue(self, job, nbytes: int, engine: str, dev: int, stream) -> None:
+    def load(self, dev: int, binary: bytes):
+        module = cp.cuda.function.Module()
+        module.load(binary)
+        self.modules.append(module)
+        return module.get_function("p2p_copy")
+
+    def issue(self, job, nbytes: int, engine: str, dev: int, stream) -> None:
         src_dev, src, dst_dev, dst = job
         if engine == "ce":
             cp.cuda.runtime.memcpyPeerAsync(dst.data.ptr, dst_dev, src.data.ptr, src_dev, nbytes, stream.ptr)
             return
-        grid = self.rt.limits.units * BLOCKS_PER_SM
         args = (np.uint64(src.data.ptr), np.uint64(dst.data.ptr), np.uint32(nbytes // 16))
-        self._function(dev)((grid,), (BLOCK,), args, stream=stream)
+        self._function(dev)((self.grid(),), (BLOCK,), args, stream=stream)
 
-    def copy(self, jobs, nbytes: int, repeat: int, engine: str) -> float:
-        if nbytes % 16:
-            raise ValueError(f"a peer copy of {nbytes} bytes: the copy kernel moves 16-byte words")
-        issuers = [job[0] if engine == "ce" else job[2] for job in jobs]
-        if len(set(issuers)) != len(issuers):
-            raise ValueError(f"two copies at once on one GPU's stream: {issuers}")
-        streams = [self._stream(d) for d in issuers]
-        if engine == "kernel":
-            for d in issuers:
-                self._function(d)
-        first = issuers[0]
-        start, end, _ = self.events[first]
-        with cp.cuda.Device(first):
-            start.record(streams[0])
-        for d, stream in zip(issuers[1:], streams[1:]):
-            with cp.cuda.Device(d):
-                stream.wait_event(start)
-        for _ in range(repeat):
-            for job, d, stream in zip(jobs, issuers, streams):
-                with cp.cuda.Device(d):
-                    self._issue(job, nbytes, engine, d, stream)
-        for d, stream in zip(issuers[1:], streams[1:]):
-            joined = self.events[d][2]
-            with cp.cuda.Device(d):
-                joined.record(stream)
-            with cp.cuda.Device(first):
-                streams[0].wait_event(joined)
-        with cp.cuda.Device(first):
-            end.record(streams[0])
-            end.synchronize()
-            return cp.cuda.get_elapsed_time(start, end) / 1e3
+    def record(self, event, stream) -> None:
+        event.record(stream)
 
-    def describe(self, engine: str) -> dict:
-        common = {"peer_access": "cudaDeviceEnablePeerAccess, each way", "streams": "one per GPU, non-blocking",
-                  "timed": "CUDA events on the first copy's GPU, the other GPU's stream joined by events"}
-        if engine == "ce":
-            return {**common, "engine": "cudaMemcpyPeerAsync (copy engines) on the source GPU's stream"}
-        w = self.rt.words
-        return {**common, "engine": f"p2p_copy (shaders/p2p.cu) on the destination GPU, reading the source's"
-                                    f" memory through peer access, {UNROLL} 16-byte loads in flight per thread",
-                w.size_key: BLOCK, w.groups_key: self.rt.limits.units * BLOCKS_PER_SM}
+    def wait(self, stream, event) -> None:
+        stream.wait_event(event)
 
-    def evidence(self, engine: str) -> dict:
-        if engine != "kernel":
-            return {}
-        self._function(self.rt.index)
-        return self.rt.evidence(self.kernel)
+    def elapsed(self, start, end) -> float:
+        end.synchronize()
+        return cp.cuda.get_elapsed_time(start, end) / 1e3
 
     def close(self) -> None:
         streams, self.streams, self.events, self.functions, self.modules = self.streams, {}, {}, {}, []
         for dev, stream in streams.items():
             with cp.cuda.Device(dev):
                 stream.synchronize()
-        if self.kernel is not None:
-            kernel, self.kernel = self.kernel, None
-            self.rt.discard(kernel)
+        self.discard_kernel()
 
 
 def workload(test, variant, rt):

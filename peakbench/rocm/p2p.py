@@ -15,14 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from peakbench.kernels.p2p import BLOCK, PeerCopies
 from peakbench.rocm.runtime import DeviceBuffer, HipError, marshal
 from peakbench.workloads import p2p
 from peakbench.workloads.transfer import value_bytes
 
 PEER_ACCESS_ALREADY_ENABLED = 704     # hipErrorPeerAccessAlreadyEnabled (hip_runtime_api.h)
-BLOCK = 256
-BLOCKS_PER_CU = 4
-UNROLL = 4
 
 
 def support(test, rt) -> str | None:
@@ -36,13 +34,16 @@ class PeerBuffer:
     buf: DeviceBuffer
 
 
-class HipPeers:
+class HipPeers(PeerCopies):
+    API = {"peer_access": "hipDeviceEnablePeerAccess, each way", "streams": "one per GPU",
+           "timed": "HIP events on the first copy's GPU, the other GPU's stream joined by events",
+           "ce": "hipMemcpyPeerAsync (DMA engines) on the source GPU's stream"}
+
     def __init__(self, rt):
-        self.rt, self.api, self.hip = rt, rt.api, rt.hip
+        super().__init__(rt)
+        self.api, self.hip = rt.api, rt.hip
         self.count = int(self.api.call(self.hip.hipGetDeviceCount))
         self.value_bytes = value_bytes(rt.info)
-        self.streams, self.events, self.functions, self.modules = {}, {}, {}, []
-        self.kernel = None
 
     @contextmanager
     def on(self, dev: int):
@@ -82,86 +83,34 @@ class HipPeers:
         with self.on(buf.dev):
             return np.frombuffer(self.rt.download(buf.buf, nbytes), np.uint8)
 
-    def _stream(self, dev: int):
-        if dev not in self.streams:
-            with self.on(dev):
-                self.streams[dev] = self.api.call(self.hip.hipStreamCreate)
-                self.events[dev] = tuple(self.api.call(self.hip.hipEventCreate) for _ in range(3))  # start, end, joined
-        return self.streams[dev]
+    # The API's verbs for PeerCopies ------------------------------------------------------------
+    def new_stream(self, dev: int):
+        call, hip = self.api.call, self.hip
+        return call(hip.hipStreamCreate), tuple(call(hip.hipEventCreate) for _ in range(3))  # start, end, joined
 
-    def _function(self, dev: int):
-        """The copy kernel, built once for this runtime's GPU and loaded on each GPU that runs it."""
-        if self.kernel is None:
-            self.kernel = self.rt.compile("p2p.cu", {"UNROLL": UNROLL}, "p2p_copy", block=BLOCK, args="bbu",
-                                          label="transfer.p2p copy")
-        if dev not in self.functions:
-            if dev == self.rt.index:
-                self.functions[dev] = self.kernel.handle
-            else:
-                with self.on(dev):
-                    module = self.api.call(self.hip.hipModuleLoadData, self.kernel.binary)
-                    self.modules.append((dev, module))
-                    self.functions[dev] = self.api.call(self.hip.hipModuleGetFunction, module, b"p2p_copy")
-        return self.functions[dev]
+    def load(self, dev: int, binary: bytes):
+        module = self.api.call(self.hip.hipModuleLoadData, binary)
+        self.modules.append((dev, module))
+        return self.api.call(self.hip.hipModuleGetFunction, module, b"p2p_copy")
 
-    def _issue(self, job, nbytes: int, engine: str, dev: int, stream) -> None:
+    def issue(self, job, nbytes: int, engine: str, dev: int, stream) -> None:
         src_dev, src, dst_dev, dst = job
         if engine == "ce":
             self.api.call(self.hip.hipMemcpyPeerAsync, dst.buf.ptr, dst_dev, src.buf.ptr, src_dev, nbytes, stream)
             return
-        grid = self.rt.limits.units * BLOCKS_PER_CU
         extra = marshal([src.buf, dst.buf, np.uint32(nbytes // 16)])
-        self.api.call(self.hip.hipModuleLaunchKernel, self._function(dev), grid, 1, 1, BLOCK, 1, 1,
+        self.api.call(self.hip.hipModuleLaunchKernel, self._function(dev), self.grid(), 1, 1, BLOCK, 1, 1,
                       sharedMemBytes=0, stream=stream, kernelParams=None, extra=extra)
 
-    def copy(self, jobs, nbytes: int, repeat: int, engine: str) -> float:
-        if nbytes % 16:
-            raise ValueError(f"a peer copy of {nbytes} bytes: the copy kernel moves 16-byte words")
-        issuers = [job[0] if engine == "ce" else job[2] for job in jobs]
-        if len(set(issuers)) != len(issuers):
-            raise ValueError(f"two copies at once on one GPU's stream: {issuers}")
-        streams = [self._stream(d) for d in issuers]
-        if engine == "kernel":
-            for d in issuers:
-                self._function(d)
-        call, hip = self.api.call, self.hip
-        first = issuers[0]
-        start, end, _ = self.events[first]
-        with self.on(first):
-            call(hip.hipEventRecord, start, streams[0])
-        for d, stream in zip(issuers[1:], streams[1:]):
-            with self.on(d):
-                call(hip.hipStreamWaitEvent, stream, start, 0)
-        for _ in range(repeat):
-            for job, d, stream in zip(jobs, issuers, streams):
-                with self.on(d):
-                    self._issue(job, nbytes, engine, d, stream)
-        for d, stream in zip(issuers[1:], streams[1:]):
-            joined = self.events[d][2]
-            with self.on(d):
-                call(hip.hipEventRecord, joined, stream)
-            with self.on(first):
-                call(hip.hipStreamWaitEvent, streams[0], joined, 0)
-        with self.on(first):
-            call(hip.hipEventRecord, end, streams[0])
-            call(hip.hipEventSynchronize, end)
-            return float(call(hip.hipEventElapsedTime, start, end)) / 1e3
+    def record(self, event, stream) -> None:
+        self.api.call(self.hip.hipEventRecord, event, stream)
 
-    def describe(self, engine: str) -> dict:
-        common = {"peer_access": "hipDeviceEnablePeerAccess, each way", "streams": "one per GPU",
-                  "timed": "HIP events on the first copy's GPU, the other GPU's stream joined by events"}
-        if engine == "ce":
-            return {**common, "engine": "hipMemcpyPeerAsync (DMA engines) on the source GPU's stream"}
-        w = self.rt.words
-        return {**common, "engine": f"p2p_copy (shaders/p2p.cu) on the destination GPU, reading the source's"
-                                    f" memory through peer access, {UNROLL} 16-byte loads in flight per thread",
-                w.size_key: BLOCK, w.groups_key: self.rt.limits.units * BLOCKS_PER_CU}
+    def wait(self, stream, event) -> None:
+        self.api.call(self.hip.hipStreamWaitEvent, stream, event, 0)
 
-    def evidence(self, engine: str) -> dict:
-        if engine != "kernel":
-            return {}
-        self._function(self.rt.index)
-        return self.rt.evidence(self.kernel)
+    def elapsed(self, start, end) -> float:
+        self.api.call(self.hip.hipEventSynchronize, end)
+        return float(self.api.call(self.hip.hipEventElapsedTime, start, end)) / 1e3
 
     def close(self) -> None:
         """Release the streams, events and modules, each even when one before it fails."""
@@ -178,9 +127,7 @@ class HipPeers:
                     self.api.call(fn, arg)
             except HipError as e:
                 errors.append(e)
-        if self.kernel is not None:
-            kernel, self.kernel = self.kernel, None
-            self.rt.discard(kernel)
+        self.discard_kernel()
         if errors:
             raise errors[0]
 
