@@ -18,7 +18,7 @@ import numpy as np
 
 from peakbench.backend import Unsupported
 from peakbench.kernels import gemm as lt
-from peakbench.workloads.gemm import GemmWorkload
+from peakbench.workloads.gemm import workload_of
 
 API = lt.Api(
     name="cuBLASLt", prefix="cublasLt", sonames=(),
@@ -89,12 +89,7 @@ def support(test, rt) -> str | None:
 
 
 def workload(test, variant, rt):
-    gemm = CudaGemm(rt, library())
-    try:
-        return GemmWorkload(test, variant, gemm, "cuBLASLt")
-    except BaseException:
-        gemm.close()
-        raise
+    return workload_of(test, variant, CudaGemm(rt, library()), "cuBLASLt")
 
 
 class CudaGemm(lt.LtGemm):

@@ -16,7 +16,7 @@ import numpy as np
 from peakbench.backend import Unsupported
 from peakbench.kernels import gemm as lt
 from peakbench.rocm import targets
-from peakbench.workloads.gemm import GemmWorkload
+from peakbench.workloads.gemm import workload_of
 
 API = lt.Api(
     name="hipBLASLt", prefix="hipblasLt", sonames=("libhipblaslt.so.1", "libhipblaslt.so.0", "libhipblaslt.so",
@@ -76,12 +76,7 @@ def support(test, rt) -> str | None:
 
 
 def workload(test, variant, rt):
-    gemm = HipGemm(rt, library())
-    try:
-        return GemmWorkload(test, variant, gemm, "hipBLASLt")
-    except BaseException:
-        gemm.close()
-        raise
+    return workload_of(test, variant, HipGemm(rt, library()), "hipBLASLt")
 
 
 def ocp_to_fnuz(raw: np.ndarray) -> np.ndarray:

@@ -141,3 +141,13 @@ class GemmWorkload:
     def close(self) -> None:
         self.a = self.b = None
         self.gemm.close()
+
+
+def workload_of(test, variant, gemm, library: str) -> GemmWorkload:
+    """The workload over a backend's new GEMM object (`library` names it); the object is closed
+    where making the workload fails."""
+    try:
+        return GemmWorkload(test, variant, gemm, library)
+    except BaseException:
+        gemm.close()
+        raise
