@@ -75,6 +75,20 @@ def _nvml_handle(nvml, info):
     return _match(handles, [nvml_uuid(nvml.nvmlDeviceGetUUID(h)) for h in handles], info.uuid.lower())
 
 
+def _nvml_open(cls, info):
+    """cls(nvml, handle) for the device NVML knows by the info's UUID, or None (NVML shut down)."""
+    if (nvml := _nvml()) is None:
+        return None
+    try:
+        handle = _nvml_handle(nvml, info)
+        if handle is not None:
+            return cls(nvml, handle)
+    except Exception:
+        pass
+    _shut_down(nvml)
+    return None
+
+
 class ClockReader:
     """The SM clock alone, for a backend that reads it with each sample."""
 
@@ -83,16 +97,7 @@ class ClockReader:
 
     @classmethod
     def for_device(cls, info) -> "ClockReader | None":
-        if info.vendor_id != NVIDIA or (nvml := _nvml()) is None:
-            return None
-        try:
-            handle = _nvml_handle(nvml, info)
-            if handle is not None:
-                return cls(nvml, handle)
-        except Exception:
-            pass
-        _shut_down(nvml)
-        return None
+        return _nvml_open(cls, info) if info.vendor_id == NVIDIA else None
 
     def sm_mhz(self) -> float | None:
         try:
@@ -160,16 +165,7 @@ class NvmlSource:
 
     @classmethod
     def for_device(cls, info) -> "NvmlSource | None":
-        if (nvml := _nvml()) is None:
-            return None
-        try:
-            handle = _nvml_handle(nvml, info)
-            if handle is not None:
-                return cls(nvml, handle)
-        except Exception:
-            pass
-        _shut_down(nvml)
-        return None
+        return _nvml_open(cls, info)
 
     def _reasons(self):
         n, h = self.nvml, self.handle

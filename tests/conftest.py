@@ -88,6 +88,20 @@ def vulkan_device(vulkan_backend):
     device.close()
 
 
+@pytest.fixture(scope="module")
+def cuda_device(request):
+    """Device 0 of the CUDA backend; without one, skipped (failed under --gpu)."""
+    from peakbench.backend import BackendUnavailable, load
+    try:
+        backend = load("cuda")
+    except BackendUnavailable as e:
+        (pytest.fail if gpu_required(request.config) else pytest.skip)(str(e))
+    device = backend.open(0)
+    yield device
+    device.close()
+    backend.close()
+
+
 @pytest.fixture(scope="session")
 def shaders():
     """peakbench.vulkan.shaders and workloads; they import the `vulkan` package, which raises

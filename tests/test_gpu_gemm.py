@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from helpers import gpu_required, run_peakbench
+from helpers import run_peakbench
 from peakbench.catalog import default_catalog
 from peakbench.catalog.gemm import TESTS, shape
 from peakbench.report.result import load_json
@@ -20,27 +20,13 @@ CATALOG = default_catalog()
 TORCH_BF16_H200 = 793.4         # TFLOPS, torch bf16 8192^3 on this H200 (shared/peers/README.md)
 
 
-@pytest.fixture(scope="module")
-def device(request):
-    missing = pytest.fail if gpu_required(request.config) else pytest.skip
-    from peakbench.backend import BackendUnavailable, load
-    try:
-        backend = load("cuda")
-    except BackendUnavailable as e:
-        missing(str(e))
-    dev = backend.open(0)
-    yield dev
-    dev.close()
-    backend.close()
-
-
 @pytest.mark.parametrize("test", TESTS, ids=lambda t: t.name)
 @pytest.mark.parametrize("size", [1024, 8192])
-def test_every_gemm_test_verifies_on_the_gpu(device, test, size):
-    reason = device.support(test)
+def test_every_gemm_test_verifies_on_the_gpu(cuda_device, test, size):
+    reason = cuda_device.support(test)
     if reason:
         pytest.skip(reason)
-    w = device.prepare(test, shape(size, size, size))
+    w = cuda_device.prepare(test, shape(size, size, size))
     try:
         assert w.verify() is None, w.evidence
         assert w.evidence["library"].startswith("cuBLASLt ") and w.evidence["algorithms"]
@@ -52,9 +38,9 @@ def test_every_gemm_test_verifies_on_the_gpu(device, test, size):
         w.close()
 
 
-def test_a_corrupted_operand_on_the_device_is_caught(device):
+def test_a_corrupted_operand_on_the_device_is_caught(cuda_device):
     test = CATALOG.get("gemm.bf16.fp32")
-    w = device.prepare(test, shape(1024, 1024, 1024))
+    w = cuda_device.prepare(test, shape(1024, 1024, 1024))
     try:
         import cupy
         w.gemm.buffers["a"].fill(0)       # the device's A no longer holds the host's operands
@@ -66,7 +52,7 @@ def test_a_corrupted_operand_on_the_device_is_caught(device):
 
 
 @pytest.fixture(scope="module")
-def cli_run(device, tmp_path_factory):
+def cli_run(cuda_device, tmp_path_factory):
     path = tmp_path_factory.mktemp("gemm") / "gemm.json"
     p = run_peakbench("--backend", "cuda", "--tests", "gemm.*,matrix.bf16.fp32", "--json", str(path), timeout=900)
     assert path.exists(), p.stderr

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from helpers import gpu_required, run_peakbench
+from helpers import run_peakbench
 from peakbench.catalog import default_catalog
 from peakbench.report.result import load_json
 
@@ -20,20 +20,6 @@ CATALOG = default_catalog()
 TESTS = ("memory.shared", "latency.shared", "memory.l2")
 SHARED_BYTES_PER_CLOCK = 128      # per SM (CUDA C++ Programming Guide, shared memory: 32 banks x 4 bytes a clock)
 L2_TARGET_GBS = 12_700            # gpu-benches gpu-l2-cache on the same H200 board peaks at 12.78 TB/s
-
-
-@pytest.fixture(scope="module")
-def cuda_device(request):
-    missing = pytest.fail if gpu_required(request.config) else pytest.skip
-    from peakbench.backend import BackendUnavailable, load
-    try:
-        backend = load("cuda")
-    except BackendUnavailable as e:
-        missing(str(e))
-    device = backend.open(0)
-    yield device
-    device.close()
-    backend.close()
 
 
 @pytest.mark.parametrize("name", TESTS)
