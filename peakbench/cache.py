@@ -115,8 +115,9 @@ def load(kind: str, key: str, label: str = "", valid: Callable[[bytes], bool] = 
     raw = _read(file)
     if raw is None:
         return None
-    if _usable(file, raw, valid):
-        return unpack(file, raw)
+    data = unpack(file, raw)
+    if data is not None and valid(data):
+        return data
     _drop_damaged(file, valid)
     return None
 
@@ -161,7 +162,6 @@ def load_text(kind: str, key: str, label: str = "") -> str | None:
 
 def store_text(kind: str, key: str, text: str, label: str = "") -> None:
     store(kind, key, text.encode(), label)
-
 
 
 def load_parts(kind: str, key: str, label: str = "") -> list[bytes] | None:
