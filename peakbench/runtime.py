@@ -82,8 +82,15 @@ class Runtime(Protocol):
 
     def alloc(self, nbytes: int): ...
     def free(self, buf) -> None: ...
-    def upload(self, buf, data: bytes) -> None: ...
-    def download(self, buf, nbytes: int | None = None) -> bytes: ...
+    def upload(self, buf, data) -> None:
+        """The raw bytes of `data` (any C-contiguous object with the buffer protocol: bytes, a
+        memoryview, a numpy array of any dtype; memoryview(data).nbytes of them) to the start of
+        `buf`, finished on return."""
+
+    def download(self, buf, nbytes: int | None = None) -> memoryview:
+        """The first `nbytes` of `buf` (all of it by default) in host memory of their own: a
+        memoryview of bytes (np.frombuffer reads it without a copy; it compares equal to bytes)."""
+
     def fill(self, buf, byte: int) -> None:
         """Every byte of the buffer set to `byte` (0xFF: NaN for floats, -1 for integers)."""
 

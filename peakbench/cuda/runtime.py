@@ -126,14 +126,17 @@ class CudaRuntime(CompiledModules):
         """Nothing to do here: CuPy frees a buffer when its last reference goes (workloads drop
         theirs in close()), and close() empties the pool."""
 
-    def upload(self, buf, data: bytes) -> None:
+    def upload(self, buf, data) -> None:
         # On the launch stream, and finished before returning: launches run on a non-blocking
         # stream, which would not wait for a copy on the default one.
-        buf[: len(data)].set(np.frombuffer(data, np.uint8), stream=self.stream)
+        src = np.frombuffer(data, np.uint8)        # the raw bytes of any C-contiguous buffer
+        if src.size > buf.size:
+            raise ValueError(f"upload of {src.size} bytes into a {buf.size}-byte buffer")
+        buf[: src.size].set(src, stream=self.stream)
         self.stream.synchronize()
 
-    def download(self, buf, nbytes: int | None = None) -> bytes:
-        return cp.asnumpy(buf[: nbytes or buf.size]).tobytes()
+    def download(self, buf, nbytes: int | None = None) -> memoryview:
+        return memoryview(cp.asnumpy(buf[: nbytes or buf.size]))
 
     def fill(self, buf, byte: int) -> None:
         buf.fill(byte & 0xFF)

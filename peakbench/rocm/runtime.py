@@ -239,17 +239,18 @@ class HipRuntime(CompiledModules):
             self.api.call(self.hip.hipFree, buf.ptr)
             buf.ptr = None
 
-    def upload(self, buf: DeviceBuffer, data: bytes) -> None:
-        if len(data) > buf.nbytes:
-            raise ValueError(f"upload of {len(data)} bytes into a {buf.nbytes}-byte buffer")
-        host = data if isinstance(data, bytearray) else bytearray(data)   # writable and contiguous
-        self.api.call(self.hip.hipMemcpy, buf.ptr, host, len(data), self.hip.hipMemcpyKind.hipMemcpyHostToDevice)
+    def upload(self, buf: DeviceBuffer, data) -> None:
+        src = memoryview(np.frombuffer(data, np.uint8))     # the raw bytes of any C-contiguous buffer
+        if src.nbytes > buf.nbytes:
+            raise ValueError(f"upload of {src.nbytes} bytes into a {buf.nbytes}-byte buffer")
+        host = bytearray(src) if src.readonly else src      # hip-python takes a writable buffer
+        self.api.call(self.hip.hipMemcpy, buf.ptr, host, src.nbytes, self.hip.hipMemcpyKind.hipMemcpyHostToDevice)
 
-    def download(self, buf: DeviceBuffer, nbytes: int | None = None) -> bytes:
+    def download(self, buf: DeviceBuffer, nbytes: int | None = None) -> memoryview:
         n = buf.nbytes if nbytes is None else min(int(nbytes), buf.nbytes)
         host = bytearray(n)
         self.api.call(self.hip.hipMemcpy, host, buf.ptr, n, self.hip.hipMemcpyKind.hipMemcpyDeviceToHost)
-        return bytes(host)
+        return memoryview(host)
 
     def fill(self, buf: DeviceBuffer, byte: int) -> None:
         self.api.call(self.hip.hipMemset, buf.ptr, byte & 0xFF, buf.nbytes)

@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import vulkan as vk
 from vulkan._vulkan import lib as vk_lib
 
@@ -22,6 +23,11 @@ ffi = vk.ffi
 FENCE_TIMEOUT_S = 120.0
 CPU_THREADS_PER_CORE = 256
 FALLBACK_THREADS = 1 << 20
+# The host-visible buffer uploads and downloads go through: made at the first copy's size (at
+# least STAGING_MIN), kept for the device's life, grown to at most STAGING_MAX (larger copies
+# go through it in pieces), so a copy costs no allocation.
+STAGING_MIN = 1 << 20
+STAGING_MAX = 64 << 20
 # Vulkan 1.2 bits the `vulkan` package does not name.
 SHADER_DEVICE_ADDRESS_BIT = 0x00020000      # VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT
 MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT = 0x2    # VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT
@@ -78,6 +84,8 @@ class VulkanDevice:
         self.timestamp_mask = (1 << bits) - 1 if bits else 0
         self.memory_props = vk.vkGetPhysicalDeviceMemoryProperties(physical)
         self._buffers: list[Buffer] = []
+        self._staging: Buffer | None = None        # uploads and downloads go through it
+        self._mapped: np.ndarray | None = None     # its bytes, mapped
         self._pipelines: list[Pipeline] = []
         self.command_pool = self.fence = self.query_pool = self.clock = None
         self._create_device()
@@ -219,29 +227,51 @@ class VulkanDevice:
         vk.vkFreeMemory(self.device, buf.memory, None)
         self._buffers.remove(buf)
 
-    def upload(self, buf: Buffer, data: bytes) -> None:
-        staging = self.buffer(len(data), host_visible=True)
-        try:
-            mapped = vk.vkMapMemory(self.device, staging.memory, 0, len(data), 0)
-            mapped[:len(data)] = data
-            vk.vkUnmapMemory(self.device, staging.memory)
-            self._submit(lambda cmd: vk.vkCmdCopyBuffer(cmd, staging.handle, buf.handle, 1,
-                                                        [vk.VkBufferCopy(0, 0, len(data))]))
-        finally:
-            self.free(staging)
+    def upload(self, buf: Buffer, data) -> None:
+        """`data`: any C-contiguous buffer (bytes, memoryview, numpy array), its raw bytes copied
+        to the start of `buf` through the staging buffer."""
+        src = np.frombuffer(data, np.uint8)
+        if src.size > buf.size:
+            raise ValueError(f"upload of {src.size} bytes into a {buf.size}-byte buffer")
+        for at, n, stage in self._pieces(src.size):
+            stage[:n] = src[at:at + n]
+            self._submit(lambda cmd: vk.vkCmdCopyBuffer(cmd, self._staging.handle, buf.handle, 1,
+                                                        [vk.VkBufferCopy(0, at, n)]))
 
-    def download(self, buf: Buffer, size: int | None = None) -> bytes:
-        size = buf.size if size is None else size
-        staging = self.buffer(size, host_visible=True)
-        try:
-            self._submit(lambda cmd: vk.vkCmdCopyBuffer(cmd, buf.handle, staging.handle, 1,
-                                                        [vk.VkBufferCopy(0, 0, size)]))
-            mapped = vk.vkMapMemory(self.device, staging.memory, 0, size, 0)
-            data = bytes(mapped[:size])
-            vk.vkUnmapMemory(self.device, staging.memory)
-            return data
-        finally:
-            self.free(staging)
+    def download(self, buf: Buffer, size: int | None = None) -> memoryview:
+        """The first `size` bytes of `buf` (all of it by default), in host memory of their own."""
+        size = buf.size if size is None else min(size, buf.size)
+        out = np.empty(size, np.uint8)
+        for at, n, stage in self._pieces(size):
+            self._submit(lambda cmd: vk.vkCmdCopyBuffer(cmd, buf.handle, self._staging.handle, 1,
+                                                        [vk.VkBufferCopy(at, 0, n)]))
+            out[at:at + n] = stage[:n]
+        return memoryview(out)
+
+    def _pieces(self, nbytes: int):
+        """(offset, length, the mapped staging bytes) for each piece of a copy of `nbytes`, through
+        one host-visible buffer per device, mapped once and grown as needed up to STAGING_MAX."""
+        want = min(nbytes, STAGING_MAX)
+        have = self._staging.size if self._staging else 0
+        if want > have:
+            size = min(STAGING_MAX, max(want, 2 * have, STAGING_MIN))
+            self._drop_staging()
+            staging = self.buffer(size, host_visible=True)
+            try:
+                mapped = vk.vkMapMemory(self.device, staging.memory, 0, size, 0)
+            except vk.VkError as e:
+                self.free(staging)
+                raise VulkanError(f"vkMapMemory of the {size}-byte staging buffer failed: {type(e).__name__}") from None
+            self._staging, self._mapped = staging, np.frombuffer(mapped, np.uint8)
+        for at in range(0, nbytes, STAGING_MAX):
+            yield at, min(STAGING_MAX, nbytes - at), self._mapped
+
+    def _drop_staging(self) -> None:
+        if self._staging is not None:
+            self._mapped = None
+            vk.vkUnmapMemory(self.device, self._staging.memory)
+            self.free(self._staging)
+            self._staging = None
 
     def fill(self, buf: Buffer, word: int) -> None:
         self._submit(lambda cmd: vk.vkCmdFillBuffer(cmd, buf.handle, 0, buf.size & ~3, word))
@@ -485,6 +515,7 @@ class VulkanDevice:
             pass      # a lost device: destroy what we can
         for p in list(self._pipelines):
             self.destroy(p)
+        self._drop_staging()
         for b in list(self._buffers):
             self.free(b)
         if self.query_pool is not None:

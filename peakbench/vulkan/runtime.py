@@ -82,14 +82,14 @@ class VulkanRuntime:
     def free(self, buf: Buffer) -> None:
         self.dev.free(buf)
 
-    def upload(self, buf: Buffer, data: bytes) -> None:
+    def upload(self, buf: Buffer, data) -> None:
         self.dev.upload(buf, data)
 
     def address(self, buf: Buffer) -> int:
         """The buffer's device address, where the device has bufferDeviceAddress (the pointer chase)."""
         return self.dev.address(buf)
 
-    def download(self, buf: Buffer, nbytes: int | None = None) -> bytes:
+    def download(self, buf: Buffer, nbytes: int | None = None) -> memoryview:
         return self.dev.download(buf, nbytes)
 
     def fill(self, buf: Buffer, byte: int) -> None:

@@ -43,9 +43,13 @@ def encode(values: np.ndarray, dtype: str, bf16_words: bool) -> bytes:
     return np.ascontiguousarray(values).tobytes()
 
 
-def decode(raw: bytes, dtype: str, bf16_words: bool) -> np.ndarray:
+def decode(raw, dtype: str, bf16_words: bool) -> np.ndarray:
+    """A download's values in the reference's dtype: a view of it, or one widened copy for
+    bfloat16 words."""
     if dtype == "bf16" and bf16_words:
-        return (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32)
+        wide = np.frombuffer(raw, np.uint16).astype(np.uint32)
+        wide <<= 16
+        return wide.view(np.float32)
     return np.frombuffer(raw, ref.DTYPES[dtype])
 
 

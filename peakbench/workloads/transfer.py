@@ -65,7 +65,9 @@ def value_bytes(info) -> int:
 def pattern(nbytes: int, seed: int) -> np.ndarray:
     """Reference bytes, cheap at a GiB: a multiplicative hash of each 32-bit word's index. Made
     once per size and seed in a process (read-only: every test of a direction shares it)."""
-    words = (np.arange(-(-nbytes // 4), dtype=np.uint32) * np.uint32(2654435761)) ^ np.uint32(seed)
+    words = np.arange(-(-nbytes // 4), dtype=np.uint32)
+    words *= np.uint32(2654435761)               # in place: one array, no temporaries
+    words ^= np.uint32(seed)
     words.setflags(write=False)
     return words.view(np.uint8)[:nbytes]
 
@@ -96,7 +98,7 @@ class RuntimeBuffers:
         return self.rt.alloc(nbytes)
 
     def write_device(self, buf, data: np.ndarray) -> None:
-        self.rt.upload(buf, data.tobytes())
+        self.rt.upload(buf, data)
 
     def read_device(self, buf, nbytes: int) -> np.ndarray:
         return np.frombuffer(self.rt.download(buf, nbytes), np.uint8)
