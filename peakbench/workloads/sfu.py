@@ -98,16 +98,24 @@ def make_inputs(function: str, accumulators: int) -> SfuInputs:
 def reference(function: str, inputs: SfuInputs, steps: int, thread_ids: np.ndarray) -> np.ndarray:
     """The stored chains, (len(thread_ids), ACC) float32: F exact in float64 and rounded to
     float32, each FMA rounded once (its float64 result is exact for these operands)."""
+    return references(function, inputs, (steps,), thread_ids)[steps]
+
+
+def references(function: str, inputs: SfuInputs, steps: tuple[int, ...], thread_ids: np.ndarray) -> dict:
+    """reference() after each count of `steps`, from one walk of the chains to the longest."""
     f, acc = FUNCTIONS[function], len(inputs.a)
     rows = (thread_ids[:, None] * acc + np.arange(acc)) % SEEDS
     x = inputs.seeds[rows].astype(np.float64)
     a = inputs.a.astype(np.float64)
     t, m, d = (float(v) for v in inputs.tmd)
-    for _ in range(steps):
+    out = {0: x.astype(np.float32)} if 0 in steps else {}
+    for step in range(1, max(steps) + 1):
         t = float(np.float32(t * m + d))
         fx = f.reference(x).astype(np.float32).astype(np.float64)
         x = (fx * a + t).astype(np.float32).astype(np.float64)
-    return x.astype(np.float32)
+        if step in steps:
+            out[step] = x.astype(np.float32)
+    return out
 
 
 def tolerance(function: str, error: float) -> float:
@@ -126,14 +134,22 @@ def compare(function: str, error: float, got: np.ndarray, want: np.ndarray) -> s
             f"{tol:.3g} (first at {idx}: got {got[idx]!r}, want {want[idx]!r})")
 
 
-def check(function: str, error: float, inputs: SfuInputs, steps: int, got: np.ndarray) -> str | None:
+def sampled(threads: int) -> np.ndarray:
+    """The threads recomputed on the host: up to VERIFY_THREADS, spread over the grid."""
+    return np.unique(np.linspace(0, threads - 1, min(VERIFY_THREADS, threads)).astype(np.int64))
+
+
+def check(function: str, error: float, inputs: SfuInputs, steps: int, got: np.ndarray,
+          want: np.ndarray | None = None) -> str | None:
     """A kernel's whole output (threads x ACC, poisoned with NaN before the launch): every thread
-    wrote, and up to VERIFY_THREADS of them, spread over the grid, match the host reference."""
+    wrote, and the sampled() threads match the host reference (`want`, where it is at hand)."""
     threads = got.shape[0]
     if np.isnan(got).any():
         return f"{int(np.isnan(got).any(axis=1).sum())} of {threads} threads wrote no result"
-    ids = np.unique(np.linspace(0, threads - 1, min(VERIFY_THREADS, threads)).astype(np.int64))
-    return compare(function, error, got[ids], reference(function, inputs, steps, ids))
+    ids = sampled(threads)
+    if want is None:
+        want = reference(function, inputs, steps, ids)
+    return compare(function, error, got[ids], want)
 
 
 def machine_code(kernel: SfuKernel, evidence: dict) -> str | None:
@@ -191,12 +207,15 @@ class SfuWorkload:
         problem = machine_code(self.sfu, self.evidence)
         if problem:
             return problem
+        unroll = self.variant.unroll
+        wants = references(self.function, self.inputs, tuple(n * unroll for n in VERIFY_ITERATIONS),
+                           sampled(self.threads))
 
         def check_after(n: int) -> str | None:
             self.rt.fill(self.out, 0xFF)                 # NaN
             self.run(n)
             got = np.frombuffer(self.rt.download(self.out), np.float32).reshape(self.threads, self.accumulators)
-            return check(self.function, self.sfu.error, self.inputs, n * self.variant.unroll, got)
+            return check(self.function, self.sfu.error, self.inputs, n * unroll, got, wants[n * unroll])
         return guards.at_counts(VERIFY_ITERATIONS, check_after, "iterations", self.evidence)
 
     def close(self) -> None:
