@@ -4,13 +4,20 @@ ends where the host's permutation says at every working set, its SASS is a chain
 from the register the last one loaded, the L1 reads within 3% of the 34.9 cycles gpu-benches'
 chase reads on the same board, and the 2^(1/4) sweep finds L1, L2, the far L2 partition and DRAM
 in that order. The L1 latency of the other load forms (weak ld.global, generic ld) is measured
-beside and printed, so a faster one shows. Run on the GPU machine with
-`pytest --gpu tests/test_gpu_chase.py -s`."""
+beside and printed, so a faster one shows. The sweep's DRAM points past twice the L2, each walked
+untimed over up to 1M loads first (warm_loads), read within 3% of their median (walks of only
+every page left lines in the L2 and read 298-332 ns); the screening sweep names the far L2 and
+DRAM as the full one does, within 3% of its latencies; the full sweep takes less than 10 s. Run
+on the GPU machine with `pytest --gpu tests/test_gpu_chase.py -s`."""
 from __future__ import annotations
+
+import time
 
 import pytest
 
 from helpers import gpu_required
+from peakbench.harness.levels import documented_caches
+from peakbench.harness.stats import median
 from peakbench.sources import SHADERS
 from peakbench.specs import load_database, match
 from peakbench.workloads import chase, stream
@@ -40,15 +47,24 @@ def cuda_device(request):
     backend.close()
 
 
-@pytest.fixture(scope="module")
-def cuda_sweep(cuda_device):
-    rt = cuda_device.rt
-    return chase.sweep(rt, cuda_device.table.chase_kernel(rt), stream.working_bytes(rt))
-
-
 def spec_of(rt):
     """The spec entry the session would match the device to (the H200's: L1 256 KiB, L2 50 MiB)."""
     return match(load_database(), rt.info.name, rt.info.vendor_id, rt.info.device_id)
+
+
+def timed_sweep(device, screening: bool = False):
+    """The CUDA sweep as a run makes it (the spec's caches name its levels and bound its walks)."""
+    rt = device.rt
+    started = time.perf_counter()
+    sweep = chase.sweep(rt, device.table.chase_kernel(rt), stream.working_bytes(rt), screening=screening,
+                        caches=documented_caches(spec_of(rt)))
+    sweep.seconds = time.perf_counter() - started
+    return sweep
+
+
+@pytest.fixture(scope="module")
+def cuda_sweep(cuda_device):
+    return timed_sweep(cuda_device)
 
 
 def cycles_at(sweep, low: int, high: int) -> float:
@@ -94,6 +110,38 @@ def test_the_far_l2_partition_is_found_between_the_l2_and_dram(cuda_sweep, cuda_
     assert 16 << 20 <= far.first_bytes and far.last_bytes <= 96 << 20
 
 
+def test_the_full_cuda_sweep_takes_less_than_10_s(cuda_sweep):
+    # About 5 s of launches and walks to 100 MiB, 3.5 s of 1M-load walks past it.
+    print(f"\nCUDA sweep to {cuda_sweep.sizes[-1] >> 20} MiB ({len(cuda_sweep.sizes)} points): "
+          f"{cuda_sweep.seconds:.2f} s")
+    assert cuda_sweep.seconds < 10.0
+
+
+def test_past_twice_the_l2_the_dram_points_read_alike(cuda_sweep, cuda_device):
+    # Past twice the L2 the walk (1M loads on the H200) has cycled out the lines the upload and
+    # the link kernel left there: every point reads DRAM. A walk that left them read up to 11% low.
+    rt = cuda_device.rt
+    l2 = max(rt.limits.l2_bytes, documented_caches(spec_of(rt))["l2"])
+    past = [(ws, t) for ws, t in zip(cuda_sweep.sizes, cuda_sweep.latencies) if ws > 2 * l2]
+    print("\npast twice the L2:", [(ws >> 20, round(t, 1)) for ws, t in past])
+    assert len(past) >= 3, f"the stream buffer stops the sweep at {cuda_sweep.sizes[-1] >> 20} MiB"
+    middle = median([t for _, t in past])
+    assert all(abs(t / middle - 1) < 0.03 for _, t in past), (middle, past)
+
+
+def test_the_screening_sweep_names_every_level_the_full_one_does(cuda_sweep, cuda_device):
+    spec = spec_of(cuda_device.rt)
+    screened = timed_sweep(cuda_device, screening=True)
+    assert screened.problem is None, screened.problem
+    levels, full = screened.levels(spec), cuda_sweep.levels(spec)
+    print(f"\nscreening sweep: {screened.seconds:.2f} s, {screened.evidence.get('sweep')};",
+          {k: (round(v.latency_ns, 1), v.first_bytes >> 10, v.last_bytes >> 10) for k, v in levels.items()})
+    assert sorted(levels) == sorted(full) and {"l2_far", "dram"} <= set(levels), (sorted(levels), sorted(full))
+    for name in ("l1", "l2", "l2_far", "dram"):
+        assert abs(levels[name].latency_ns / full[name].latency_ns - 1) < 0.03, \
+            (name, levels[name].latency_ns, full[name].latency_ns)
+
+
 class Edited:
     """The runtime, compiling an edited mem.cu (another load form in the pointer chase)."""
 
@@ -127,7 +175,9 @@ def test_vulkan_chases_pointers_too(request):
         kernel = device.table.chase_kernel(rt) if hasattr(device.table, "chase_kernel") else None
         if not (kernel and kernel.pointer):
             pytest.fail("the Vulkan table does not run the pointer chase (bufferDeviceAddress not enabled)")
-        sweep = chase.sweep(rt, kernel, stream.working_bytes(rt))
+        started = time.perf_counter()     # the spec's L2 bounds the walks, as in a run
+        sweep = chase.sweep(rt, kernel, stream.working_bytes(rt), caches=documented_caches(spec_of(rt)))
+        print(f"\nVulkan sweep: {time.perf_counter() - started:.2f} s")
         assert sweep.problem is None, sweep.problem
         l1 = cycles_at(sweep, 4 << 10, 64 << 10)
         levels = sweep.levels(spec_of(rt))

@@ -1,7 +1,8 @@
 """peakbench.harness.levels: plateaus of a latency curve (pure) on the sweep's 2^(1/4) grid, read
 through noise (spikes, bursts, ramps with flat stretches, the recorded lavapipe sweeps of
 tests/data/), and their names by order and by the cache sizes a spec documents, the far L2
-partition included."""
+partition included; the H200's recorded sweep, whose far L2 partition and DRAM merge where
+the sweep stops short."""
 from __future__ import annotations
 
 import json
@@ -18,6 +19,7 @@ KIB, MIB = 1024, 1 << 20
 GRID = working_sets(512 * MIB)
 H200_CACHES = {"l1": 256 * KIB, "l2": 50 * MIB}
 RECORDED = json.loads((Path(__file__).parent / "data" / "lavapipe-chase-sweeps.json").read_text())
+H200_SWEEP = json.loads((Path(__file__).parent / "data" / "h200-cuda-chase-sweep.json").read_text())["sweeps"][0]
 
 
 def curve(levels: list[tuple[int, float]], sizes: list[int] = GRID, noise: float = 0.01) -> list[float]:
@@ -166,3 +168,29 @@ def test_the_recording_is_noisy_enough_to_matter():
         return len(levels)
     counts = [naive(s["working_set_bytes"], s["ns"]) for s in RECORDED["sweeps"]]
     assert len(RECORDED["sweeps"]) >= 10 and min(counts) > 3, counts
+
+
+# -- the recorded H200 sweep ----------------------------------------------------------------------
+
+def h200_levels(top: int) -> tuple[list[Plateau], dict]:
+    """The recorded H200 sweep up to `top`, read as a CUDA sweep on NVIDIA is (3 points a level)."""
+    sizes = [ws for ws in H200_SWEEP["working_set_bytes"] if ws <= top]
+    found_ = plateaus(sizes, H200_SWEEP["ns"][:len(sizes)], min_points=3)
+    return found_, name_levels(found_, 1, H200_CACHES, partitioned_l2=True)
+
+
+def test_the_whole_recorded_h200_sweep_gives_every_level():
+    found_, named = h200_levels(512 * MIB)
+    assert {k: round(v.latency_ns) for k, v in named.items()} == {"l1": 17, "l2": 143, "l2_far": 266, "dram": 319}
+    assert 36 * MIB < named["l2_far"].first_bytes and named["l2_far"].last_bytes < 64 * MIB <= named["dram"].first_bytes
+
+
+@pytest.mark.parametrize("top_mib", [128, 200, 215, 256, 362])
+def test_the_recorded_h200_sweep_stopped_short_merges_the_far_l2_and_dram(top_mib):
+    # 200 MiB: the screening sweep's end (4 x the 50 MiB L2), whose last point is 181 MiB.
+    found_, named = h200_levels(top_mib * MIB)
+    assert len(found_) == 3 and 36 * MIB < found_[-1].first_bytes < 40 * MIB, found_
+    assert not {"dram", "l2_far"} <= set(named)
+    if top_mib <= 215:     # the merged plateau starts inside the L2 and ends short of 4 x its size
+        far = h200_levels(512 * MIB)[1]["l2_far"].latency_ns
+        assert sorted(named) == ["l1", "l2", "l2_far"] and named["l2_far"].latency_ns > 1.1 * far

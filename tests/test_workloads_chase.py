@@ -1,11 +1,14 @@
 """peakbench.workloads.chase: the chain (one cycle through every line) and its pointer form, the
 2^(1/4) working-set grid, the sweep timed only after a whole walk, driven through the ROCm runtime
 on the fake HIP runtime (a player of shaders/mem.cu `chase` and `chase_link`, as an index and as
-a pointer chase), a level the sweep did not find reported unsupported with its reason, and the
-latency levels on a real Vulkan device (lavapipe here), as an index chase and, where the device
+a pointer chase), a level the sweep did not find reported unsupported with its reason, a
+screening sweep that goes on to the full range where its levels are incomplete (the recorded H200
+sweep of tests/data/) and stops where they are complete, and the latency levels on a real Vulkan device (lavapipe here), as an index chase and, where the device
 has buffer device addresses, as a pointer chase."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -21,11 +24,16 @@ from test_workloads import args, rt  # noqa: F401  (rt is a fixture)
 CATALOG = default_catalog()
 KIB, MIB = 1024, 1 << 20
 STRIDE = chase.LINE // 4
+H200_SWEEP = json.loads((Path(__file__).parent / "data" / "h200-cuda-chase-sweep.json").read_text())["sweeps"][0]
+H200_CACHES = {"l1": 256 * KIB, "l2": 50 * MIB}
 
 
 class CachedChaser:
     """A chase over a cache as big as every chain: a line's first touch costs 10 ns, a revisit 1 ns."""
     clocked, max_rounds = False, 4
+
+    def reserve(self, nbytes):
+        pass
 
     def load(self, nxt):
         order, i = [], 0
@@ -193,6 +201,115 @@ def test_a_level_the_sweep_did_not_find_is_unsupported_with_the_plateaus_in_word
         chase.LatencyWorkload(CATALOG.get("latency.l2_far"), variant, sweep, "p").measure(None, None)
     l2 = chase.LatencyWorkload(CATALOG.get("latency.l2"), variant, sweep, "p").measure(None, None)
     assert l2.params["working_sets_bytes"][1] == 16 * MIB and l2.evidence["chase"] == "pointer"
+
+
+# -- a screening sweep that stops short -----------------------------------------------------------
+
+class PlayedChaser:
+    """A chase whose loads take `ns[ws]` at working set ws, over the chains chase_chain made
+    (`chains`, filled by the `chains` fixture). Each launch must start where the last stopped; it
+    records every point's launches (rounds, start) and the buffers reserved."""
+    clocked, max_rounds = False, 1 << 24
+
+    def __init__(self, ns: dict, chains: list):
+        self.ns, self.chains, self.points, self.reserved = ns, chains, {}, []
+
+    def reserve(self, nbytes):
+        self.reserved.append(nbytes)
+
+    def load(self, nxt):
+        assert nxt.nbytes <= self.reserved[-1]
+        self.ws, self.order, self.at = nxt.nbytes, self.chains[-1], 0
+        assert len(self.order) == self.ws // chase.LINE
+        self.points[self.ws] = []
+
+    def launch(self, rounds, start):
+        assert start == int(self.order[self.at % len(self.order)]) * STRIDE, "not where the last launch stopped"
+        self.points[self.ws].append((rounds, start))
+        self.at += rounds * chase.ROUND
+        return rounds * chase.ROUND * self.ns[self.ws] * 1e-9
+
+    def readout(self):
+        return int(self.order[self.at % len(self.order)]) * STRIDE, None
+
+    def release(self):
+        pass
+
+
+@pytest.fixture
+def chains(monkeypatch):
+    """The chains the sweep makes, as it makes them; past 1 MiB a cycle in address order (the
+    fake's latencies do not depend on the order, and a random 512 MiB one takes seconds)."""
+    made, real = [], chase.chase_chain
+
+    def chain(ws, rng, out=None):
+        if ws <= MIB:
+            order, nxt = real(ws, rng, out)
+        else:
+            order, nxt = np.arange(ws // chase.LINE, dtype=np.uint32), out[:ws // 4]
+            rng.permutation(8)           # the random stream still moves on at every point
+        made.append(order)
+        return order, nxt
+    monkeypatch.setattr(chase, "chase_chain", chain)
+    return made
+
+
+def h200_sweep(chains, ns: list[float], screen: int | None):
+    """The recorded sweep's grid replayed with latencies `ns`, as chase.sweep sets a CUDA sweep on
+    the H200 up (its spec's caches; a screening sweep stops at 4 x its 50 MiB L2)."""
+    chaser = PlayedChaser(dict(zip(H200_SWEEP["working_set_bytes"], ns)), chains)
+    sweep = chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, True, 50 * MIB, H200_CACHES,
+                             chase.Screen(screen) if screen else None)
+    assert sweep.problem is None and sweep.sizes == H200_SWEEP["working_set_bytes"][:len(sweep.sizes)]
+    return chaser, sweep
+
+
+def summary(levels: dict) -> dict:
+    return {k: (p.first_bytes, p.last_bytes, round(p.latency_ns, 1)) for k, p in levels.items()}
+
+
+def test_the_screening_sweep_of_the_recorded_h200_goes_on_and_names_what_the_full_sweep_does(chains):
+    screen = chase.screening_max(SimpleNamespace(vendor_id=0x10DE), 60 * MIB, H200_CACHES)
+    assert screen == 200 * MIB
+    full_chaser, full = h200_sweep(chains, H200_SWEEP["ns"], None)
+    chaser, screened = h200_sweep(chains, H200_SWEEP["ns"], screen)
+    assert screened.evidence["sweep"] == "screening sweep extended to 512 MiB: its levels were incomplete at 181 MiB"
+    assert "sweep" not in full.evidence
+    assert sorted(screened.levels()) == ["dram", "l1", "l2", "l2_far"]
+    assert summary(screened.levels(SimpleNamespace(data={"l2_mib": 50, "l1_kib_per_unit": 256}))) == \
+        summary(full.levels(SimpleNamespace(data={"l2_mib": 50, "l1_kib_per_unit": 256})))
+    # Its own points launch 2 ms, those it goes on to as the full sweep's: the same launches, from
+    # the same chains (its random stream continued), in a buffer reserved for the rest.
+    past = [ws for ws in screened.sizes if ws > screen]
+    assert past and all(chaser.points[ws] == full_chaser.points[ws] for ws in past)
+    assert all(chaser.points[ws][-1][0] < full_chaser.points[ws][-1][0] for ws in screened.sizes if ws <= screen)
+    assert chaser.reserved == [max(ws for ws in screened.sizes if ws <= screen), 512 * MIB]
+    assert [len(order) for order in chains[len(full.sizes):]] == [ws // chase.LINE for ws in screened.sizes]
+    assert all((a == b).all() for a, b in zip(chains[:len(full.sizes)], chains[len(full.sizes):]))
+    # Every latency.* result carries what the sweep did.
+    variant = CATALOG.get("latency.dram").variants[0]
+    dram = chase.LatencyWorkload(CATALOG.get("latency.dram"), variant, screened, "p").measure(None, None)
+    assert dram.evidence["sweep"] == screened.evidence["sweep"]
+
+
+def test_a_screening_sweep_whose_levels_are_complete_stops_at_its_end(chains):
+    # The recorded points up to 100 MiB (each walked in full) and past them the 335 ns that walks
+    # of 1M loads read at 128-512 MiB on the same board: the far L2 and DRAM stand apart by 181 MiB.
+    ns = [t if ws <= 100 * MIB else 335.0 for ws, t in zip(H200_SWEEP["working_set_bytes"], H200_SWEEP["ns"])]
+    chaser, sweep = h200_sweep(chains, ns, 200 * MIB)
+    assert sweep.sizes[-1] == 189812480 and sweep.complete()
+    assert sweep.evidence["sweep"] == "screening sweep to 181 MiB, where its levels were complete"
+    assert chaser.reserved == [189812480]
+    assert sorted(sweep.levels()) == ["dram", "l1", "l2", "l2_far"]
+
+
+def test_a_screening_sweep_without_a_far_l2_is_complete_where_the_l2_is_not_partitioned(chains):
+    # The same merged curve on a GPU with no far partition to find: DRAM by plateau order suffices.
+    ns = H200_SWEEP["ns"]
+    chaser = PlayedChaser(dict(zip(H200_SWEEP["working_set_bytes"], ns)), chains)
+    sweep = chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, False, 50 * MIB, None, chase.Screen(200 * MIB))
+    assert sweep.sizes[-1] == 189812480 and "dram" in sweep.levels()
+    assert sweep.evidence["sweep"].startswith("screening sweep to 181 MiB")
 
 
 # -- on a real Vulkan device ---------------------------------------------------------------------

@@ -13,10 +13,19 @@ Built with POINTER=0 it is an index chase: each load's value is the next node's 
 
 The sweep's working sets are 2^(1/4) apart (STEPS_PER_OCTAVE), 4 KiB to 512 MiB: 69 points where
 factor-2 steps gave 18, so each level is a plateau of several points and a level between two
-others (a far L2 partition) is not stepped over. Its cost per point: a walk of the whole cycle
-(up to WARM_LOADS loads), the calibration and four launches of SWEEP_SAMPLE_S each. On lavapipe
-(to 64 MiB) that measured 3-9 s; on the H200 it is estimated at 10-15 s, most of it the walks past
-64 MiB (13 points x 1M loads x ~0.35 us).
+others (a far L2 partition) is not stepped over. One chain buffer, sized for the largest working
+set, serves every point (and its one device address, where the host writes the addresses; a
+screening sweep that goes on reserves one more, for the rest). The cost per point: an untimed
+walk (warm_loads), one untimed launch at the length the last point's round time predicts (it
+confirms the length, or one more launch at the corrected length follows; the first point
+calibrates) and three timed launches, each of SWEEP_SAMPLE_S (a screening sweep: SCREEN_SAMPLE_S).
+On the H200 (~335 ns past its L2) a walk of 1M loads takes about 0.35 s: 3.5 s of the full sweep's
+estimated 8.5 s are the walks of its 10 points past 100 MiB.
+
+A screening sweep stops at screening_max only where the levels it found there are complete (DRAM,
+and the far L2 partition where the L2 is partitioned); otherwise it goes on as the full sweep
+would to its end. On the H200 a sweep stopped at 181 MiB merged the far L2 plateau (~265 ns at
+38-54 MiB) with DRAM's (~290-334 ns from 64 MiB) in 2 of 3 runs, so it found no DRAM level.
 """
 from __future__ import annotations
 
@@ -31,16 +40,20 @@ from peakbench.harness.stats import median, summarize
 
 LINE = 128                       # chase stride in bytes: at least one cache line on every GPU here
 ROUND = 256                      # chase loads per round: the kernels' inner loop (the ROUND define)
-SWEEP_SAMPLE_S = 0.004           # GPU time per working-set point of the sweeps
+SWEEP_SAMPLE_S = 0.004           # GPU time per launch at a working-set point of the sweeps
+SCREEN_SAMPLE_S = 0.002          # the same in a screening sweep: 4 launches of 2 ms a point
 FIRST_BYTES = 4096
 CHASE_MAX = 512 << 20
 SCREEN_MIN, SCREEN_CACHE_TIMES, SCREEN_UNKNOWN = 128 << 20, 4, 256 << 20    # see screening_max
 STEPS_PER_OCTAVE = 4             # working sets 2^(1/4) apart
 SEED = 12345                     # the chains' random generator
 LINK_BLOCK = 256                 # threads per workgroup of the link kernel (one node each)
-# The chase walks the whole cycle once untimed (up to this many loads) before it is timed, so up
-# to 128 MiB every timed load revisits a line one working set ago rather than touching it first;
-# past that the walk still visits every page, so translation is warm.
+# The chase walks its cycle untimed before it is timed (warm_loads), the whole cycle up to at least
+# this many loads, so up to 128 MiB every timed load revisits a line one working set ago rather
+# than touching it first, and past that the walk has pushed out of the last cache the lines the
+# upload and the link kernel left there, ahead of the chase. On the H200 (CUDA: 60 MiB L2) walks of
+# 1M loads read 333.6-336.6 ns at every working set from 128 to 512 MiB; walks of 16 loads a
+# 64 KiB page (32K-128K loads) read 298 ns at 128 MiB, rising to 332 ns at 512 MiB.
 WARM_LOADS = 1 << 20
 # Level names in messages.
 LABELS = {"l2_far": "far L2 partition", "dram": "DRAM"}
@@ -71,25 +84,35 @@ def working_sets(max_bytes: int, first: int = FIRST_BYTES) -> list[int]:
     return sizes
 
 
-def chase_chain(ws: int, rng) -> tuple[np.ndarray, np.ndarray]:
+def chase_chain(ws: int, rng, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """A uniformly random single cycle (Sattolo-equivalent) over the LINE-spaced nodes of `ws`
-    bytes: the node order, and the uint32 `next` array (word indices) the kernels follow."""
+    bytes: the node order, and the uint32 `next` array (word indices) the kernels follow. `out`:
+    a uint32 array to write it into (its first ws / 4 words; only the nodes' words are written,
+    the rest must be zero), reused across chains of a sweep so no point allocates its own."""
     nodes, stride = ws // LINE, LINE // 4
     order = rng.permutation(nodes).astype(np.uint32)
-    nxt = np.zeros(ws // 4, dtype=np.uint32)
-    nxt[order * stride] = np.roll(order, -1) * stride
+    successor = np.empty(nodes, dtype=np.uint32)      # by node: a scatter over nodes, not the chain
+    successor[order] = np.roll(order, -1)
+    nxt = np.zeros(ws // 4, dtype=np.uint32) if out is None else out[:ws // 4]
+    np.multiply(successor, stride, out=nxt[::stride])
     return order, nxt
 
 
-def pointer_chain(nxt: np.ndarray, base: int) -> np.ndarray:
+def pointer_chain(nxt: np.ndarray, base: int, out: np.ndarray | None = None) -> np.ndarray:
     """The index chain as addresses in a buffer at `base`: each node's first two words hold the
-    next node's address (base + 4 x its word index), low word first, as the link kernel writes."""
-    out = np.zeros_like(nxt)
-    at = np.arange(0, len(nxt), LINE // 4)
-    address = np.uint64(base) + nxt[at].astype(np.uint64) * np.uint64(4)
-    out[at] = (address & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-    out[at + 1] = (address >> np.uint64(32)).astype(np.uint32)
+    next node's address (base + 4 x its word index), low word first, as the link kernel writes.
+    `out`: a uint32 array to write it into, as chase_chain's."""
+    out = np.zeros_like(nxt) if out is None else out[:len(nxt)]
+    address = nxt[::LINE // 4].astype(np.uint64)
+    address *= np.uint64(4)
+    address += np.uint64(base)
+    out.view("<u8")[::LINE // 8] = address           # little-endian: the low word first
     return out
+
+
+def raw(words: np.ndarray) -> memoryview:
+    """A contiguous array's bytes without a copy, as upload takes them."""
+    return memoryview(words).cast("B")
 
 
 class Chaser:
@@ -109,18 +132,27 @@ class Chaser:
                                      label="chase_link")
         self.evidence = {**rt.evidence(self.kernel), "chase": "pointer" if kernel.pointer else "index"}
         self.out = rt.alloc(32)
-        self.buf, self.base = None, 0
+        self.buf, self.base, self.capacity, self.pointers = None, 0, 0, None
 
-    def load(self, nxt: np.ndarray) -> None:
-        """Upload a chain (as addresses, for a pointer chase), replacing the last."""
+    def reserve(self, nbytes: int) -> None:
+        """One chain buffer of `nbytes` for every chain up to that size (a sweep's largest), with,
+        for a host-written pointer chase, its address and a host array for the addresses."""
         if self.buf is not None:
             self.rt.free(self.buf)
-        self.buf = self.rt.alloc(nxt.nbytes)
+        self.buf, self.capacity = self.rt.alloc(nbytes), nbytes
         if self.addressed:
             self.base = self.rt.address(self.buf)
-            self.rt.upload(self.buf, pointer_chain(nxt, self.base).tobytes())
+            self.pointers = np.zeros(nbytes // 4, dtype=np.uint32)
+
+    def load(self, nxt: np.ndarray) -> None:
+        """Upload a chain (as addresses, for a pointer chase) over the last, into the reserved
+        buffer (a larger chain reserves its own)."""
+        if nxt.nbytes > self.capacity:
+            self.reserve(nxt.nbytes)
+        if self.addressed:
+            self.rt.upload(self.buf, raw(pointer_chain(nxt, self.base, self.pointers)))
             return
-        self.rt.upload(self.buf, nxt.tobytes())
+        self.rt.upload(self.buf, raw(nxt))
         if self.linker:
             nodes, stride = len(nxt) // (LINE // 4), LINE // 4
             self.rt.launch(self.linker, -(-nodes // LINK_BLOCK), [self.buf, np.uint32(nodes), np.uint32(stride)])
@@ -149,27 +181,60 @@ class Chaser:
             self.rt.discard(self.linker)
 
 
+@dataclass(frozen=True)
+class Screen:
+    """A screening sweep: where it stops if its levels are complete there, and its launches' GPU time."""
+    max_bytes: int
+    sample_s: float = SCREEN_SAMPLE_S
+
+
 class ChaseSweep:
     """One pointer chase per working set (working_sets), 4 KiB up to `max_bytes`; shared by every
     latency.* test of a device. Each launch goes on from where the last one stopped, so a working
     set larger than one launch's loads is still walked in full rather than its first nodes again
-    (which would stay cached)."""
+    (which would stay cached). `last_cache`: the device's last cache in bytes (last_cache), which
+    bounds the untimed walks (warm_loads); None: unknown. `caches`: the documented cache sizes
+    the levels are named by (levels.name_levels). `screen`: a screening sweep, which stops at
+    screen.max_bytes where its levels are complete there (complete) and otherwise goes on to
+    `max_bytes`, those points measured as the full sweep's (sample_s); evidence["sweep"] says which."""
 
     def __init__(self, chaser, max_bytes: int, first_level: int, sample_s: float = SWEEP_SAMPLE_S,
-                 partitioned_l2: bool = False):
+                 partitioned_l2: bool = False, last_cache: int | None = None, caches: dict | None = None,
+                 screen: Screen | None = None):
         self.chaser, self.first_level, self.partitioned_l2 = chaser, first_level, partitioned_l2
+        self.sample_s, self.last_cache, self.caches = sample_s, last_cache, caches
         self.evidence = dict(getattr(chaser, "evidence", {}))     # the chase kernel's instructions
         self.sizes, self.latencies, self.cycles, self.mhz, self.problem = [], [], [], [], None
+        self.round_s = None              # GPU seconds a round took at the last point
         rng = np.random.default_rng(SEED)
+        sizes = working_sets(max_bytes)
+        screened = [ws for ws in sizes if screen is None or ws <= screen.max_bytes]
+        rest = sizes[len(screened):]
         try:
-            for ws in working_sets(max_bytes):
-                self.sizes.append(ws)
-                self.latencies.append(self._measure(ws, rng, sample_s))
+            self._measure_each(screened, rng, screen.sample_s if screen else sample_s)
+            if screen and rest and screened:
+                if self.complete():
+                    self.evidence["sweep"] = f"screening sweep to {_kib(screened[-1])}, where its levels were complete"
+                else:
+                    self.evidence["sweep"] = (f"screening sweep extended to {_kib(rest[-1])}: its levels were "
+                                              f"incomplete at {_kib(screened[-1])}")
+                    self._measure_each(rest, rng, sample_s)
         finally:
             chaser.release()
 
-    def _measure(self, ws: int, rng, sample_s: float) -> float:
-        order, nxt = chase_chain(ws, rng)
+    def _measure_each(self, sizes: list[int], rng, sample_s: float) -> None:
+        """Measure `sizes` in order, in one chain buffer for the largest, each launch of sample_s."""
+        if not sizes:
+            return
+        self.sample_s = sample_s
+        self.chaser.reserve(sizes[-1])
+        host = np.zeros(sizes[-1] // 4, dtype=np.uint32)          # every chain's words
+        for ws in sizes:
+            self.sizes.append(ws)
+            self.latencies.append(self._measure(ws, rng, host))
+
+    def _measure(self, ws: int, rng, host: np.ndarray) -> float:
+        order, nxt = chase_chain(ws, rng, host)
         nodes, stride = len(order), LINE // 4
         self.chaser.load(nxt)
         position = 0
@@ -180,16 +245,17 @@ class ChaseSweep:
             position = (position + rounds * ROUND) % nodes
             return seconds
 
-        # Walk the cycle once untimed: a timed load that touches a line for the first time
-        # would read DRAM whatever the working set (the H200 showed DRAM latency from 16 MiB).
-        warm = min(nodes, WARM_LOADS)
+        # An untimed walk first: a timed load that touches a line for the first time would read
+        # DRAM whatever the working set (the H200 showed DRAM latency from 16 MiB), and one of a
+        # line the upload left in the last cache would read it fast (warm_loads).
+        warm = warm_loads(ws, self.last_cache)
         while warm > 0:
             rounds = min(self.chaser.max_rounds, -(-warm // ROUND))
             run(rounds)
             warm -= rounds * ROUND
-        rounds, _ = calibrate(run, Settings(sample_s=sample_s, max_size=self.chaser.max_rounds))
-        run(rounds)                      # one untimed launch at the final length first
+        rounds = self._length(run)       # its last launch was untimed, at the final length
         times = [run(rounds) for _ in range(3)]
+        self.round_s = median(times) / rounds
         end, cycles = self.chaser.readout()
         want = int(order[position]) * stride
         if end != want and self.problem is None:
@@ -199,6 +265,30 @@ class ChaseSweep:
             self.mhz.append(round(cycles / times[-1] / 1e6))
         return rate(rounds * ROUND, median(times), 1, "ns")
 
+    def _length(self, run) -> int:
+        """The rounds of a launch of at least sample_s (the smallest power of two, as calibrate
+        finds it), after one untimed launch at that length. The first point calibrates; later
+        ones launch the length the last point's round time predicts and correct it from what
+        that launch took (a new level: one more launch, at the corrected length)."""
+        if self.round_s is None:
+            rounds, _ = calibrate(run, Settings(sample_s=self.sample_s, max_size=self.chaser.max_rounds))
+            run(rounds)
+            return rounds
+        rounds = self._rounds_for(self.round_s)
+        seconds = run(rounds)
+        if seconds <= 0:
+            raise RuntimeError(f"the GPU timer read {seconds} s for a launch of size {rounds}")
+        corrected = self._rounds_for(seconds / rounds)
+        if corrected != rounds:
+            run(corrected)
+        return corrected
+
+    def _rounds_for(self, round_s: float) -> int:
+        rounds = 1
+        while rounds * round_s < self.sample_s and rounds < self.chaser.max_rounds:
+            rounds = min(self.chaser.max_rounds, 2 * rounds)
+        return rounds
+
     def found(self):
         """The plateaus; where the L2 is partitioned, one of 3 points counts (the far partition's
         plateau spans about an octave on Hopper), elsewhere 6 (1.25 octaves: a CPU driver's
@@ -207,6 +297,12 @@ class ChaseSweep:
 
     def levels(self, spec=None) -> dict:
         return name_levels(self.found(), self.first_level, documented_caches(spec), self.partitioned_l2)
+
+    def complete(self) -> bool:
+        """Whether the levels found so far, named by the sweep's caches, reach DRAM and, where the
+        L2 is partitioned, its far partition (a sweep stopped too soon merges the two)."""
+        names = name_levels(self.found(), self.first_level, self.caches, self.partitioned_l2)
+        return "dram" in names and ("l2_far" in names or not self.partitioned_l2)
 
     def series(self) -> dict:
         out = {"x": "working_set_bytes", "y": "ns", "working_set_bytes": self.sizes,
@@ -247,14 +343,26 @@ def last_cache(info, l2_bytes: int, caches: dict | None) -> int | None:
     return l2_bytes if partitioned_l2(info) and l2_bytes else None
 
 
-def sweep(rt, kernel: ChaseKernel, max_bytes: int, sample_s: float = SWEEP_SAMPLE_S,
+def warm_loads(ws: int, last: int | None) -> int:
+    """The untimed walk's loads at working set `ws` given the last cache's size (None: unknown):
+    the whole cycle, up to the larger of WARM_LOADS and twice the last cache's lines (WARM_LOADS
+    where it is unknown). Twice: a margin over a documented size (the H200's L2 is 50 MiB in its
+    spec, 60 MiB to CUDA) and over a replacement that keeps some old lines longer than LRU would."""
+    bound = WARM_LOADS if last is None else max(WARM_LOADS, 2 * last // LINE)
+    return min(ws // LINE, bound)
+
+
+def sweep(rt, kernel: ChaseKernel, max_bytes: int, sample_s: float | None = None,
           screening: bool = False, caches: dict | None = None) -> ChaseSweep:
-    """The latency sweep of a device, 4 KiB up to CHASE_MAX (or `max_bytes`, the stream buffer;
-    a screening run: screening_max). `caches`: the spec's documented sizes (levels.documented_caches)."""
-    top = min(CHASE_MAX, max_bytes)
+    """The latency sweep of a device, 4 KiB up to CHASE_MAX (or `max_bytes`, the stream buffer).
+    A screening run stops at screening_max where its levels are complete there, with launches of
+    SCREEN_SAMPLE_S; `sample_s`, where given, is every launch's. `caches`: the spec's documented
+    sizes (levels.documented_caches)."""
+    top, screen = min(CHASE_MAX, max_bytes), None
     if screening:
-        top = min(top, screening_max(rt.info, rt.limits.l2_bytes, caches))
-    return ChaseSweep(Chaser(rt, kernel), top, first_level(rt.info), sample_s, partitioned_l2(rt.info))
+        screen = Screen(min(top, screening_max(rt.info, rt.limits.l2_bytes, caches)), sample_s or SCREEN_SAMPLE_S)
+    return ChaseSweep(Chaser(rt, kernel), top, first_level(rt.info), sample_s or SWEEP_SAMPLE_S,
+                      partitioned_l2(rt.info), last_cache(rt.info, rt.limits.l2_bytes, caches), caches, screen)
 
 
 class LatencyWorkload:
