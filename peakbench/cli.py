@@ -257,7 +257,7 @@ def cmd_run(args) -> int:
     if args.plot is not None:
         check_plot_folder(args.plot)
     specs, forced = resolve(args.spec)
-    settings = Settings.quick() if args.quick else Settings()
+    settings = Settings.quick() if args.quick else Settings.full()
     # An output on standard output gets it alone: the tables go to stderr, after the progress.
     tables = sys.stderr if any(out.fd == 1 for out in outputs.values()) else sys.stdout
     session = Session(new_document({name: getattr(args, name) for name in RUN_OPTIONS}), outputs, progress)

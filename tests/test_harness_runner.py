@@ -154,7 +154,7 @@ def test_params_and_evidence_are_copied(clock):
 
 
 def test_quick_settings_are_smaller_but_keep_the_warm_up():
-    quick, full = Settings.quick(), Settings()
+    quick, full = Settings.quick(), Settings.full()
     assert quick.sample_s < full.sample_s and quick.max_samples <= full.max_samples
     assert quick.min_samples <= quick.max_samples and full.min_samples >= 10   # DESIGN.md: at least 10
     assert quick.warmup_s >= 0.3 and full.warmup_s >= 0.3                      # DESIGN.md: >= 300 ms
@@ -170,5 +170,33 @@ def test_a_load_continues_across_a_short_gap_and_starts_afresh_after_a_long_one(
     assert runner.Load().begin(5.0, 0.0) == 5.0
 
 
-def test_quick_shares_the_warm_up_and_the_full_suite_does_not():
-    assert Settings.quick().warm_gap_s > 0 and Settings().warm_gap_s == 0
+def test_both_profiles_share_warm_ups_and_run_each_tests_own_kernel_first():
+    for profile in (Settings.quick(), Settings.full()):
+        assert profile.warm_gap_s > 0 and profile.own_warmup_s > 0
+    assert Settings().warm_gap_s == 0          # a plain Settings (the tests' own) never shares
+
+
+class Ramp:
+    """A clock that climbs `step` MHz each `every` seconds of fake time, from `start` to `top`."""
+
+    def __init__(self, fake, start: float, top: float, step: float, every: float):
+        self.fake, self.t0, self.start, self.top, self.step, self.every = fake, fake(), start, top, step, every
+
+    def __call__(self) -> float:
+        return min(self.top, self.start + self.step * int((self.fake() - self.t0) / self.every))
+
+
+def test_a_warm_up_again_lasts_while_the_clock_climbs_and_ends_once_it_is_back(clock):
+    settings = Settings(sample_s=0.002, warmup_s=0.3, min_samples=3, max_samples=8, budget_s=10.0)
+    # 1400 MHz climbing 100 MHz every 40 ms: back within 3% of 1980 (1920.6) at 1900+... 2000 capped
+    climbing = Ramp(clock, 1400.0, 1980.0, 100.0, 0.04)
+    w = FakeWorkload(1e-6, 1e6, clock=clock)
+    story = runner.hold(w, 2000, settings, climbing, 1980.0)
+    waited = clock() - climbing.t0
+    assert story.startswith("warmed up again: the clock read 1400 MHz") and "back at 1980 MHz" in story
+    assert 0.2 <= waited < 0.3, story          # it kept going while the clock rose, and stopped once back
+    # A clock that never comes back and never stands still: the full warmup_s, no more.
+    clock.advance(1.0)
+    crawling = Ramp(clock, 1000.0, 1900.0, 30.0, 0.045)
+    story = runner.hold(FakeWorkload(1e-6, 1e6, clock=clock), 2000, settings, crawling, 1980.0)
+    assert 0.3 <= clock() - crawling.t0 < 0.36 and "after" in story, story

@@ -263,8 +263,11 @@ def test_a_shared_warm_up_holds_only_while_the_clock_does(clock):
     fell = run_test(device, OTHER, shared, lambda _: None, load=load)
     launches = [len(w.sizes) for w in device.workloads]
     assert held.evidence["warm_up"].startswith("continued the load before (clock 1980 MHz")
-    assert fell.evidence["warm_up"] == "warmed up again: the clock read 1620 MHz, under the 1980 MHz of the load before"
-    assert launches[2] > launches[1] + 20      # 0.3 s more of its own load
+    # The clock stood still at 1620 MHz (as under a power cap): the warm-up again ends at the
+    # first reading that finds it unmoved, 50 ms on (and a 2 ms launch), not after the full 300 ms.
+    assert fell.evidence["warm_up"] == ("warmed up again: the clock read 1620 MHz, under the 1980 MHz of the"
+                                        " load before; held at 1620 MHz 51 ms later")
+    assert launches[1] + 20 < launches[2] < launches[1] + 40      # 50 ms more of its own load, in 2 ms launches
     clock.advance(0.1)
     again = run_test(device, OTHER, shared, lambda _: None, load=load)   # 1620 is now the clock held
     assert again.evidence["warm_up"].startswith("continued")
@@ -302,3 +305,32 @@ def test_a_variant_after_an_idle_gap_warms_up_again_when_warm_ups_are_shared(clo
     assert run_test(device, two, shared, lambda _: None, load=runner.Load()).status == "ok"
     first, second = (len(w.sizes) for w in device.workloads)
     assert second == first, "the variant after a 2 s compile must warm up for the whole 0.3 s again"
+
+
+class SelfTimed(FakeWorkload):
+    """A workload that measures itself through the runner, continuing the device's load (as the
+    on-chip workloads do)."""
+    shares_load = True
+
+    def measure(self, settings, clock, spec=None, load=None):
+        started, held = load.start(runner.time.perf_counter(), settings)
+        v = runner.measure(self, 1.0, "TOPS", settings, started, clock, held)
+        load.end(runner.time.perf_counter(), v.clock_mhz)
+        return v
+
+
+def test_a_self_timed_workload_that_shares_the_load_continues_it_and_hands_it_on(clock):
+    shared = Settings(sample_s=0.002, warmup_s=0.3, min_samples=3, max_samples=5, budget_s=1.0, warm_gap_s=0.5)
+    load = runner.Load()
+    device = FakeDevice(clock=clock, clock_mhz=1980.0,
+                        plan={"compute.other": lambda t, v: SelfTimed(1e-6, 1e6, clock=clock)})
+    first = run_test(device, WIDE, shared, lambda _: None, load=load)
+    clock.advance(0.1)
+    timed = run_test(device, OTHER, shared, lambda _: None, load=load)
+    clock.advance(0.1)
+    after = run_test(device, WIDE, shared, lambda _: None, load=load)
+    assert first.status == timed.status == after.status == "ok"
+    assert timed.evidence["warm_up"].startswith("continued the load before")
+    assert after.evidence["warm_up"].startswith("continued the load before")     # it ended the load it ran
+    own = [len(w.sizes) for w in device.workloads]
+    assert own[0] > own[-1] + 20          # only the first test warmed up for 0.3 s

@@ -477,3 +477,19 @@ def test_a_shader_skipping_the_far_end_is_failed_by_the_run(tmp_path, test):
     old, new, *words_ = FAR_FAULTS[test]
     r = run_edited(tmp_path, "mem_stream.comp", old, new, test, profile=() if test == "memory.read" else ("--quick",))
     assert_caught(r[test], "coverage", *words_)
+
+
+@pytest.mark.parametrize("n,blocks,block,passes,shift,mask", [
+    (64, 4, 4, 3, 3, 63), (128, 8, 4, 2, 5, 127), (64, 4, 4, 1, 0, 0xFFFFFFFF),    # whole spans: rolled
+    (96, 4, 4, 2, 1, 127), (48, 3, 4, 2, 1, 63)])                                  # a ring of another size
+def test_chunk_sums_match_the_kernels_indexing_loop_by_loop(n, blocks, block, passes, shift, mask):
+    """The chunk layout's sums against the kernels' indexing written out element by element."""
+    src = stream.filled(n if mask == 0xFFFFFFFF else mask + 1).astype(np.uint64)
+    span, want = n // blocks, np.zeros((blocks * block, 4), np.uint64)
+    for p in range(passes):
+        for b in range(blocks):
+            for x in range(block):
+                for j in range(span // block):
+                    want[b * block + x] += src[((b + p * shift) * span + x + j * block) & mask]
+    got = stream.read_sums(n, blocks, block, "chunk", passes, shift, mask)
+    assert (got == (want % (1 << 32)).astype(np.uint32)).all()

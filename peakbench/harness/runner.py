@@ -28,7 +28,7 @@ def rate(items: int, seconds: float, per_item: float, unit: str) -> float:
 
 @dataclass(frozen=True)
 class Settings:
-    sample_s: float = 0.02      # GPU time per sample
+    sample_s: float = 0.01      # GPU time per sample: a thousand times the timer's resolution
     warmup_s: float = 0.3       # sustained load before the first sample (DESIGN.md: >= 300 ms)
     min_samples: int = 10
     max_samples: int = 30
@@ -47,9 +47,14 @@ class Settings:
     screening: bool = False
 
     @classmethod
+    def full(cls) -> "Settings":
+        """The default suite: every variant, 10-30 samples of 10 ms, warm-ups shared as in quick."""
+        return cls(warm_gap_s=0.5, own_warmup_s=0.1)
+
+    @classmethod
     def quick(cls) -> "Settings":
-        return cls(sample_s=0.005, warmup_s=0.3, min_samples=5, max_samples=10, budget_s=0.5, warm_gap_s=0.5,
-                   own_warmup_s=0.1, screening=True)
+        return cls(sample_s=0.005, warmup_s=0.3, min_samples=5, max_samples=10, budget_s=0.5,
+                   warm_gap_s=0.5, own_warmup_s=0.03, screening=True)
 
 
 def screening_variants(test, offered: tuple) -> tuple:
@@ -66,6 +71,8 @@ def screening_variants(test, offered: tuple) -> tuple:
 
 
 CLOCK_HOLD = 0.03     # a shared warm-up holds while the clock is within this of the last test's
+REWARM_CHECK_S = 0.05  # a warm-up again reads the clock this often...
+CLOCK_STILL = 0.01     # ...and ends where it moved less than this (one 15 MHz step at 1980 MHz is 0.8%)
 
 
 class Load:
@@ -86,6 +93,15 @@ class Load:
 
     def end(self, now: float, mhz: float | None = None) -> None:
         self.until, self.mhz = now, mhz
+
+    def start(self, now: float, settings: Settings, started: float | None = None) -> tuple[float, float | None]:
+        """(when the sustained load a measurement starting `now` continues began, the clock that
+        load ran at where it began before this test, else None). With shared warm-ups off, the
+        load is the test's own: `started`, its first variant's, else now."""
+        if not settings.warm_gap_s:
+            return started or self.begin(now, 0), None
+        began = self.begin(now, settings.warm_gap_s)
+        return began, (self.mhz if began < now else None)
 
 
 @dataclass
@@ -119,18 +135,31 @@ def hold(workload, size: int, settings: Settings, clock: Callable[[], float | No
     """A warm-up shared with the test before holds only while the clock does: the GPU idles while
     the host checks a kernel, and its clock may fall in that gap (an H200 went from 1980 to 1395
     MHz over consecutive quick tests, no throttle reported). Read after a launch of this kernel,
-    a clock under the last test's warms up again, on this kernel (a power cap it now meets warms
-    up too). The warm-up's story, for the evidence."""
+    a clock under the last test's warms up again, on this kernel, until the clock is back within
+    CLOCK_HOLD of the last test's or stands still between two readings REWARM_CHECK_S apart (a
+    power cap this kernel meets holds it lower for good), for at most warmup_s. The warm-up's
+    story, for the evidence."""
     workload.run(size)
     now = clock()
     if not now:
         return f"continued the load before (its clock {held_mhz:.0f} MHz; none read now)"
     if now >= held_mhz * (1 - CLOCK_HOLD):
         return f"continued the load before (clock {now:.0f} MHz, {held_mhz:.0f} before)"
-    t = time.perf_counter()
+    t, last, ended = time.perf_counter(), now, "after"
     while time.perf_counter() - t < settings.warmup_s:
-        workload.run(size)
-    return f"warmed up again: the clock read {now:.0f} MHz, under the {held_mhz:.0f} MHz of the load before"
+        check = time.perf_counter()
+        while time.perf_counter() - check < REWARM_CHECK_S:
+            workload.run(size)
+        read = clock()
+        if not read or read >= held_mhz * (1 - CLOCK_HOLD):
+            last, ended = read or last, "back at"
+            break
+        if abs(read - last) <= CLOCK_STILL * last:
+            last, ended = read, "held at"
+            break
+        last = read
+    return (f"warmed up again: the clock read {now:.0f} MHz, under the {held_mhz:.0f} MHz of the load before;"
+            f" {ended} {last:.0f} MHz {(time.perf_counter() - t) * 1e3:.0f} ms later")
 
 
 def measure(workload, per_item: float, unit: str, settings: Settings, started: float,

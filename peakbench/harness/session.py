@@ -178,15 +178,14 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
             if problem:
                 return failed(test, variant, problem, workload.params, workload.evidence), None
             t2 = time.perf_counter()
-            if hasattr(workload, "measure"):      # latency and launch: the workload measures itself
-                v = workload.measure(settings, device.clock_mhz, spec)
+            load = load or Load()
+            if hasattr(workload, "measure"):      # latency, launch, on-chip: the workload measures itself
+                shared = {"load": load} if getattr(workload, "shares_load", False) else {}
+                v = workload.measure(settings, device.clock_mhz, spec, **shared)
             else:
-                load = load or Load()
-                # Shared warm-ups (--quick): each variant continues the load only where the GPU was
-                # busy under warm_gap_s ago; a long compile in between lets the clock fall.
-                now = time.perf_counter()
-                started = load.begin(now, settings.warm_gap_s) if settings.warm_gap_s else started or load.begin(now, 0)
-                held = load.mhz if settings.warm_gap_s and started < now else None
+                # Shared warm-ups: each variant continues the load only where the GPU was busy
+                # under warm_gap_s ago; a long compile in between lets the clock fall.
+                started, held = load.start(time.perf_counter(), settings, started)
                 v = measure(workload, test.per_item(variant), test.unit, settings, started, device.clock_mhz, held)
                 load.end(time.perf_counter(), v.clock_mhz)
             v.name = variant.name

@@ -13,7 +13,7 @@ one tested is in the params.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -91,7 +91,7 @@ class SharedReadWorkload:
         self.kernel = rt.compile(kernel.source, defines, kernel.entry, block=BLOCK, args="bbu", label=test.name)
         self.data = shared_data(self.unroll)
         self.src = rt.alloc(self.data.nbytes)
-        rt.upload(self.src, self.data.tobytes())
+        rt.upload(self.src, self.data)
         self.dst = rt.alloc(self.threads * 16)
         w = rt.words
         self.params = {w.size_key: BLOCK, w.groups_key: self.groups, "access_bytes": test.access_bytes,
@@ -144,7 +144,7 @@ class SharedChaseWorkload:
         self.kernel = rt.compile(kernel.source, defines, kernel.entry, block=BLOCK, args="bbuu", label=test.name)
         self.order, nxt = shared_cycle(CHASE_WORDS, np.random.default_rng(SEED))
         self.next = rt.alloc(nxt.nbytes)
-        rt.upload(self.next, nxt.tobytes())
+        rt.upload(self.next, nxt)
         self.out = rt.alloc(32)
         self.readings = []              # per launch of run(): (cycles per load, MHz they imply)
         self.params = {"chain_words": CHASE_WORDS, "node_bytes": 4, "round": ROUND, "path": kernel.path,
@@ -184,11 +184,16 @@ class SharedChaseWorkload:
             return None if end == want else f"the chase ended at index {end}, not at {want}"
         return guards.at_counts(VERIFY_COUNTS, check, "rounds", self.evidence)
 
-    def measure(self, settings, clock, spec=None) -> runner.VariantResult:
+    shares_load = True       # its measure() continues the device's sustained load (runner.Load)
+
+    def measure(self, settings, clock, spec=None, load: runner.Load | None = None) -> runner.VariantResult:
         """The runner's samples; with the cycle counter, the clock is its cycles over each
         launch's GPU time, not a reading taken from outside (NVML)."""
         self.readings = []
-        v = runner.measure(self, self.test.per_item(self.variant), self.test.unit, settings, time.perf_counter(), clock)
+        load = load or runner.Load()
+        started, held = load.start(time.perf_counter(), settings)
+        v = runner.measure(self, self.test.per_item(self.variant), self.test.unit, settings, started, clock, held)
+        load.end(time.perf_counter(), v.clock_mhz)
         if self.readings:
             kept = self.readings[-len(v.samples):]          # the samples' launches
             v.params["cycles"] = round(median([c for c, _ in kept]), 2)
@@ -254,7 +259,7 @@ class L2Workload:
         release(self, self.rt.free, "src")
         self.src_vectors = ws // 16
         self.src = self.rt.alloc(ws)
-        self.rt.upload(self.src, stream.filled(self.src_vectors).tobytes())
+        self.rt.upload(self.src, stream.filled(self.src_vectors))
 
     def at(self, ws: int) -> None:
         """Read working set `ws` (a power of two) from now on: stream.sweep_point's slices."""
@@ -285,12 +290,18 @@ class L2Workload:
             return differs(got, stream.read_sums(n, self.groups, BLOCK, "chunk", passes, shift, mask))
         return guards.at_counts(VERIFY_COUNTS, check, "passes", self.evidence)
 
-    def measure(self, settings, clock, spec=None) -> runner.VariantResult:
+    shares_load = True       # its measure() continues the device's sustained load (runner.Load)
+
+    def measure(self, settings, clock, spec=None, load: runner.Load | None = None) -> runner.VariantResult:
         l2, where = l2_bytes(self.rt, spec)
-        started, tested = time.perf_counter(), {}
+        load, tested = load or runner.Load(), {}
+        started, held = load.start(time.perf_counter(), settings)
         for ws in l2_working_sets(l2):
             self.at(ws)
-            v = runner.measure(self, self.test.per_item(self.variant), self.test.unit, settings, started, clock)
+            v = runner.measure(self, self.test.per_item(self.variant), self.test.unit, settings, started, clock, held)
+            load.end(time.perf_counter(), v.clock_mhz)
+            # The next set continues this kernel's load: no warm-up of its own, no clock to hold.
+            settings, held = replace(settings, own_warmup_s=0.0), None
             v.params["working_set_bytes"] = ws
             tested[ws] = v
         best = max(tested.values(), key=lambda v: v.summary.median)
