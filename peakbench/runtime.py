@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
+import numpy as np
+
 from peakbench.backend import DeviceInfo
 
 
@@ -120,6 +122,15 @@ class Runtime(Protocol):
     def evidence(self, kernel: Kernel) -> dict:
         """What the kernel became (instruction mix, driver statistics), where the platform tells."""
     def close(self) -> None: ...
+
+
+def host_bytes(data, capacity: int) -> np.ndarray:
+    """The raw bytes of an upload's `data` (any C-contiguous buffer), refused with a message
+    where they do not fit a buffer of `capacity` bytes."""
+    src = np.frombuffer(data, np.uint8)
+    if src.size > capacity:
+        raise ValueError(f"upload of {src.size} bytes into a {capacity}-byte buffer")
+    return src
 
 
 class CompiledModules:

@@ -298,3 +298,9 @@ def test_int64_operands_use_both_halves():
     inputs = ref.make_inputs("fma", "int64", 2)
     values = np.concatenate([inputs.seeds.ravel()[1:], inputs.params.ravel()]).view(np.uint64)
     assert ((values >> np.uint64(32)) != 0).all() and ((values & np.uint64(0xFFFFFFFF)) != 0).all()
+
+
+def test_an_empty_grid_is_a_failed_check_not_a_crash():
+    inputs = ref.make_inputs("fma", "fp32", 1)
+    got = np.empty((0, 8, 1), np.float32)
+    assert "no threads" in ref.check("fma", "fp32", inputs, 8, 1, got)

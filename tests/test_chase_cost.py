@@ -215,8 +215,8 @@ def test_one_chain_buffer_and_one_address_serve_a_sweep_on_this_device(vulkan_de
     kernel = chase.ChaseKernel("mem_chase.comp", "main", clock_word=1, path="p", max_rounds=rt.max_rounds,
                                pointer=pointer)
     counting = Counting(rt)
-    # A last cache of 256 KiB: points past 512 KiB walk only their pages, and still end where the
-    # host's permutation says.
+    # A last cache of 256 KiB: the walks stay whole cycles (WARM_LOADS is the larger bound), in one
+    # buffer, and every point ends where the host's permutation says.
     sweep = chase.ChaseSweep(chase.Chaser(counting, kernel), 4 * MIB, first_level=1, sample_s=0.0005,
                              last_cache=256 * KIB)
     assert sweep.problem is None, sweep.problem

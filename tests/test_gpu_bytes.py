@@ -47,6 +47,7 @@ def test_upload_takes_any_contiguous_buffer_and_download_returns_its_bytes(devic
         rt.upload(buf, data)
         got = rt.download(buf)
         assert isinstance(got, memoryview) and len(got) == len(raw) + 64
+        assert len(rt.download(buf, 0)) == 0 and bytes(rt.download(buf, 5)) == raw[:5]
         assert got[:len(raw)] == raw and bytes(got[len(raw):]) == b"\xa5" * 64
         if isinstance(data, np.ndarray):
             assert np.array_equal(np.frombuffer(got, data.dtype, count=data.size).reshape(data.shape), data)

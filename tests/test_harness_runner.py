@@ -188,7 +188,8 @@ class Ramp:
 
 def test_a_warm_up_again_lasts_while_the_clock_climbs_and_ends_once_it_is_back(clock):
     settings = Settings(sample_s=0.002, warmup_s=0.3, min_samples=3, max_samples=8, budget_s=10.0)
-    # 1400 MHz climbing 100 MHz every 40 ms: back within 3% of 1980 (1920.6) at 1900+... 2000 capped
+    # 1400 MHz climbing 100 MHz every 40 ms: back within 3% of 1980 MHz (1920.6) at the 6th step,
+    # 240 ms in; the 250 ms reading ends it.
     climbing = Ramp(clock, 1400.0, 1980.0, 100.0, 0.04)
     w = FakeWorkload(1e-6, 1e6, clock=clock)
     story = runner.hold(w, 2000, settings, climbing, 1980.0)
@@ -199,4 +200,9 @@ def test_a_warm_up_again_lasts_while_the_clock_climbs_and_ends_once_it_is_back(c
     clock.advance(1.0)
     crawling = Ramp(clock, 1000.0, 1900.0, 30.0, 0.045)
     story = runner.hold(FakeWorkload(1e-6, 1e6, clock=clock), 2000, settings, crawling, 1980.0)
-    assert 0.3 <= clock() - crawling.t0 < 0.36 and "after" in story, story
+    assert 0.3 <= clock() - crawling.t0 < 0.36 and "still under, at" in story, story
+    # A reading missing on the way: the warm-up goes on (a None is not a clock that came back).
+    clock.advance(1.0)
+    readings = iter([1400.0, None, None, 1990.0])
+    story = runner.hold(FakeWorkload(1e-6, 1e6, clock=clock), 2000, settings, lambda: next(readings), 1980.0)
+    assert "back at 1990 MHz" in story, story

@@ -264,10 +264,10 @@ def test_a_shared_warm_up_holds_only_while_the_clock_does(clock):
     launches = [len(w.sizes) for w in device.workloads]
     assert held.evidence["warm_up"].startswith("continued the load before (clock 1980 MHz")
     # The clock stood still at 1620 MHz (as under a power cap): the warm-up again ends at the
-    # first reading that finds it unmoved, 50 ms on (and a 2 ms launch), not after the full 300 ms.
+    # second reading in a row that finds it unmoved, 100 ms on, not after the full 300 ms.
     assert fell.evidence["warm_up"] == ("warmed up again: the clock read 1620 MHz, under the 1980 MHz of the"
-                                        " load before; held at 1620 MHz 51 ms later")
-    assert launches[1] + 20 < launches[2] < launches[1] + 40      # 50 ms more of its own load, in 2 ms launches
+                                        " load before; held at 1620 MHz 102 ms later")
+    assert launches[1] + 45 < launches[2] < launches[1] + 65      # 100 ms more of its own load, in 2 ms launches
     clock.advance(0.1)
     again = run_test(device, OTHER, shared, lambda _: None, load=load)   # 1620 is now the clock held
     assert again.evidence["warm_up"].startswith("continued")
@@ -313,10 +313,7 @@ class SelfTimed(FakeWorkload):
     shares_load = True
 
     def measure(self, settings, clock, spec=None, load=None):
-        started, held = load.start(runner.time.perf_counter(), settings)
-        v = runner.measure(self, 1.0, "TOPS", settings, started, clock, held)
-        load.end(runner.time.perf_counter(), v.clock_mhz)
-        return v
+        return runner.measure_on(load, self, 1.0, "TOPS", settings, clock)
 
 
 def test_a_self_timed_workload_that_shares_the_load_continues_it_and_hands_it_on(clock):
@@ -324,13 +321,13 @@ def test_a_self_timed_workload_that_shares_the_load_continues_it_and_hands_it_on
     load = runner.Load()
     device = FakeDevice(clock=clock, clock_mhz=1980.0,
                         plan={"compute.other": lambda t, v: SelfTimed(1e-6, 1e6, clock=clock)})
+    third = Spec("compute.third", "TOPS", "fma", "int32", (Variant("only"),))
     first = run_test(device, WIDE, shared, lambda _: None, load=load)
-    clock.advance(0.1)
+    clock.advance(0.3)
     timed = run_test(device, OTHER, shared, lambda _: None, load=load)
-    clock.advance(0.1)
-    after = run_test(device, WIDE, shared, lambda _: None, load=load)
+    clock.advance(0.3)          # 0.3 + the self-timed test + 0.3 > 0.5: continued only if it ended the load
+    after = run_test(device, third, shared, lambda _: None, load=load)
     assert first.status == timed.status == after.status == "ok"
     assert timed.evidence["warm_up"].startswith("continued the load before")
-    assert after.evidence["warm_up"].startswith("continued the load before")     # it ended the load it ran
-    own = [len(w.sizes) for w in device.workloads]
-    assert own[0] > own[-1] + 20          # only the first test warmed up for 0.3 s
+    assert after.evidence["warm_up"].startswith("continued the load before")
+    assert len(device.workloads[0].sizes) > len(device.workloads[-1].sizes) + 20   # only the first warmed up 0.3 s

@@ -187,6 +187,8 @@ def check(kernel: str, dtype: str, inputs: AluInputs, accumulators: int, steps: 
     period() threads, so the reference is one period's, compared with each period of the output
     in place (no copy, no conversion); a thread that did not write fails (NaN, or -1 in every value)."""
     threads = got.shape[0]
+    if not threads:
+        return "the kernel's grid had no threads: no output to check"
     p = min(period(accumulators), threads)
     want = reference(kernel, dtype, inputs, accumulators, steps, np.arange(p))
     head = threads - threads % p

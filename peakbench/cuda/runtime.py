@@ -15,7 +15,7 @@ from cupy.cuda import nvrtc
 from peakbench import cache, listing
 from peakbench.backend import DeviceInfo
 from peakbench.cuda import sass
-from peakbench.runtime import CompiledModules, Kernel, Limits, LoopCensus, Words
+from peakbench.runtime import CompiledModules, Kernel, Limits, LoopCensus, Words, host_bytes
 
 MAX_DYNAMIC_SHARED = 8        # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 
@@ -129,14 +129,13 @@ class CudaRuntime(CompiledModules):
     def upload(self, buf, data) -> None:
         # On the launch stream, and finished before returning: launches run on a non-blocking
         # stream, which would not wait for a copy on the default one.
-        src = np.frombuffer(data, np.uint8)        # the raw bytes of any C-contiguous buffer
-        if src.size > buf.size:
-            raise ValueError(f"upload of {src.size} bytes into a {buf.size}-byte buffer")
+        src = host_bytes(data, buf.size)
         buf[: src.size].set(src, stream=self.stream)
         self.stream.synchronize()
 
     def download(self, buf, nbytes: int | None = None) -> memoryview:
-        return memoryview(cp.asnumpy(buf[: nbytes or buf.size]))
+        n = buf.size if nbytes is None else min(int(nbytes), buf.size)
+        return memoryview(cp.asnumpy(buf[:n]))
 
     def fill(self, buf, byte: int) -> None:
         buf.fill(byte & 0xFF)

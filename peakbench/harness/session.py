@@ -18,7 +18,7 @@ from peakbench.backend import Unsupported, error_text
 from peakbench.catalog import TestSpec
 from peakbench import telemetry
 from peakbench.harness import guards
-from peakbench.harness.runner import Load, Settings, VariantResult, measure, screening_variants
+from peakbench.harness.runner import Load, Settings, VariantResult, measure_on, screening_variants
 from peakbench.harness.stats import round_significant
 from peakbench.report import compare, render
 from peakbench.report.result import CATEGORIES, Output, Result, ResultFileError, Run, document, save_json
@@ -185,9 +185,8 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
             else:
                 # Shared warm-ups: each variant continues the load only where the GPU was busy
                 # under warm_gap_s ago; a long compile in between lets the clock fall.
-                started, held = load.start(time.perf_counter(), settings, started)
-                v = measure(workload, test.per_item(variant), test.unit, settings, started, device.clock_mhz, held)
-                load.end(time.perf_counter(), v.clock_mhz)
+                v = measure_on(load, workload, test.per_item(variant), test.unit, settings, device.clock_mhz, started)
+                started = started or load.since       # without shared warm-ups, the test's own load
             v.name = variant.name
             v.evidence["guards"] = checks = {**checks, **v.evidence.get("guards", {})}
             problem = measured_guards(test, v, device, spec, checks)

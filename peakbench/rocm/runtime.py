@@ -26,7 +26,7 @@ from peakbench import cache
 from peakbench.backend import DeviceInfo
 from peakbench.listing import run_on_file
 from peakbench.rocm import isa, targets
-from peakbench.runtime import CompiledModules, Kernel, Limits, LoopCensus, Words
+from peakbench.runtime import CompiledModules, Kernel, Limits, LoopCensus, Words, host_bytes
 
 
 class HipError(RuntimeError):
@@ -240,9 +240,7 @@ class HipRuntime(CompiledModules):
             buf.ptr = None
 
     def upload(self, buf: DeviceBuffer, data) -> None:
-        src = memoryview(np.frombuffer(data, np.uint8))     # the raw bytes of any C-contiguous buffer
-        if src.nbytes > buf.nbytes:
-            raise ValueError(f"upload of {src.nbytes} bytes into a {buf.nbytes}-byte buffer")
+        src = memoryview(host_bytes(data, buf.nbytes))
         host = bytearray(src) if src.readonly else src      # hip-python takes a writable buffer
         self.api.call(self.hip.hipMemcpy, buf.ptr, host, src.nbytes, self.hip.hipMemcpyKind.hipMemcpyHostToDevice)
 

@@ -13,6 +13,7 @@ import vulkan as vk
 from vulkan._vulkan import lib as vk_lib
 
 from peakbench.backend import DeviceInfo, error_text
+from peakbench.runtime import host_bytes
 from peakbench.telemetry import ClockReader
 from peakbench.vulkan.driver_cache import Code, DriverCache, PipelineCode, dump_name, fingerprint
 from peakbench.vulkan.instance import (EXT_ATOMIC_FLOAT, EXT_BFLOAT16, EXT_COOPMAT, EXT_COOPMAT2, EXT_EXECUTABLE_PROPERTIES,
@@ -230,9 +231,7 @@ class VulkanDevice:
     def upload(self, buf: Buffer, data) -> None:
         """`data`: any C-contiguous buffer (bytes, memoryview, numpy array), its raw bytes copied
         to the start of `buf` through the staging buffer."""
-        src = np.frombuffer(data, np.uint8)
-        if src.size > buf.size:
-            raise ValueError(f"upload of {src.size} bytes into a {buf.size}-byte buffer")
+        src = host_bytes(data, buf.size)
         for at, n, stage in self._pieces(src.size):
             stage[:n] = src[at:at + n]
             self._submit(lambda cmd: vk.vkCmdCopyBuffer(cmd, self._staging.handle, buf.handle, 1,

@@ -12,7 +12,6 @@ one tested is in the params.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -190,10 +189,8 @@ class SharedChaseWorkload:
         """The runner's samples; with the cycle counter, the clock is its cycles over each
         launch's GPU time, not a reading taken from outside (NVML)."""
         self.readings = []
-        load = load or runner.Load()
-        started, held = load.start(time.perf_counter(), settings)
-        v = runner.measure(self, self.test.per_item(self.variant), self.test.unit, settings, started, clock, held)
-        load.end(time.perf_counter(), v.clock_mhz)
+        v = runner.measure_on(load or runner.Load(), self, self.test.per_item(self.variant), self.test.unit,
+                              settings, clock)
         if self.readings:
             kept = self.readings[-len(v.samples):]          # the samples' launches
             v.params["cycles"] = round(median([c for c, _ in kept]), 2)
@@ -294,17 +291,18 @@ class L2Workload:
 
     def measure(self, settings, clock, spec=None, load: runner.Load | None = None) -> runner.VariantResult:
         l2, where = l2_bytes(self.rt, spec)
-        load, tested = load or runner.Load(), {}
-        started, held = load.start(time.perf_counter(), settings)
-        for ws in l2_working_sets(l2):
+        sets, load, tested = l2_working_sets(l2), load or runner.Load(), {}
+        self.source(sets[-1])          # one upload for every set: the GPU does not idle between them
+        for ws in sets:
             self.at(ws)
-            v = runner.measure(self, self.test.per_item(self.variant), self.test.unit, settings, started, clock, held)
-            load.end(time.perf_counter(), v.clock_mhz)
-            # The next set continues this kernel's load: no warm-up of its own, no clock to hold.
-            settings, held = replace(settings, own_warmup_s=0.0), None
+            # Each set after the first continues this kernel's load (its clock held as any test's).
+            own = settings if not tested else replace(settings, own_warmup_s=0.0)
+            v = runner.measure_on(load, self, self.test.per_item(self.variant), self.test.unit, own, clock)
             v.params["working_set_bytes"] = ws
             tested[ws] = v
         best = max(tested.values(), key=lambda v: v.summary.median)
+        if "warm_up" in tested[sets[0]].evidence:      # how the load these sets continued began
+            best.evidence.setdefault("warm_up", tested[sets[0]].evidence["warm_up"])
         best.params.update({"l2_bytes": l2, "l2_from": where,
                             "working_sets": {str(ws): round(v.summary.median, 1) for ws, v in tested.items()}})
         return best

@@ -77,16 +77,8 @@ def read_sums(n: int, blocks: int, block: int, layout: str = "chunk", passes: in
     if layout == "stride":
         src = filled(n).astype(np.uint64)
         return (passes * src.reshape(-1, blocks * block, 4).sum(axis=0) % (1 << 32)).astype(np.uint32)
-    span = n // blocks
-    ring = n if mask == 0xFFFFFFFF else mask + 1
-    if span * blocks == n == ring and span % block == 0 and not ring & (ring - 1) and ring < 1 << 32:
-        # Each pass's slices are whole blocks' spans of the ring, rotated by `shift` blocks: the
-        # sums of one pass, rolled (uint32 sums wrap mod 2^32 as the kernels' do).
-        base = filled(n).reshape(blocks, -1, block, 4).sum(axis=1, dtype=np.uint32)
-        total = sum(np.roll(base, -(p * shift) % blocks, axis=0) for p in range(passes))
-        return total.astype(np.uint32).reshape(blocks * block, 4)
-    total = np.zeros((blocks, block, 4), np.uint64)
-    src = filled(ring).astype(np.uint64)    # what the indices reach
+    span, total = n // blocks, np.zeros((blocks, block, 4), np.uint64)
+    src = filled(n if mask == 0xFFFFFFFF else mask + 1).astype(np.uint64)    # what the indices reach
     for p in range(passes):
         starts = (np.arange(blocks, dtype=np.uint64) + p * shift) * span % (1 << 32)
         index = (starts[:, None] + np.arange(span, dtype=np.uint64)) & mask
