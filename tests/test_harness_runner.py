@@ -206,3 +206,18 @@ def test_a_warm_up_again_lasts_while_the_clock_climbs_and_ends_once_it_is_back(c
     readings = iter([1400.0, None, None, 1990.0])
     story = runner.hold(FakeWorkload(1e-6, 1e6, clock=clock), 2000, settings, lambda: next(readings), 1980.0)
     assert "back at 1990 MHz" in story, story
+
+
+def test_measure_on_without_shared_warm_ups_continues_the_tests_own_load(clock):
+    """With warm_gap_s 0 a measurement given its test's `started` does not warm up again (the
+    second working set of memory.l2, a second variant); without it, it warms up 0.3 s."""
+    settings = Settings(sample_s=0.002, warmup_s=0.3, min_samples=3, max_samples=3, budget_s=10.0)
+    load = runner.Load()
+    first = FakeWorkload(1e-6, 1e6, clock=clock)
+    runner.measure_on(load, first, 1.0, "TOPS", settings, lambda: None)
+    second, fresh = FakeWorkload(1e-6, 1e6, clock=clock), FakeWorkload(1e-6, 1e6, clock=clock)
+    clock.advance(0.01)                    # the host between the two
+    runner.measure_on(load, second, 1.0, "TOPS", settings, lambda: None, started=load.since)
+    clock.advance(0.01)
+    runner.measure_on(load, fresh, 1.0, "TOPS", settings, lambda: None)
+    assert len(first.sizes) > 100 and len(second.sizes) < 20 and len(fresh.sizes) > 100

@@ -19,8 +19,8 @@ screening sweep that goes on reserves one more, for the rest). The cost per poin
 walk (warm_loads), one untimed launch at the length the last point's round time predicts (it
 confirms the length, or one more launch at the corrected length follows; the first point
 calibrates) and three timed launches, each of SWEEP_SAMPLE_S (a screening sweep: SCREEN_SAMPLE_S).
-On the H200 (~335 ns past its L2) a walk of 1M loads takes about 0.35 s: 3.5 s of the full sweep's
-estimated 8.5 s are the walks of its 10 points past 100 MiB.
+On the H200 (~335 ns past its L2) a walk of 1M loads takes about 0.35 s, so about 3.5 s of the full
+sweep's 8.5-8.7 s (CUDA, measured) are the walks of its 10 points past 100 MiB.
 
 A screening sweep stops at screening_max only where the levels it found there are complete (DRAM,
 and the far L2 partition where the L2 is partitioned); otherwise it goes on as the full sweep
@@ -110,11 +110,6 @@ def pointer_chain(nxt: np.ndarray, base: int, out: np.ndarray | None = None) -> 
     return out
 
 
-def raw(words: np.ndarray) -> memoryview:
-    """A contiguous array's bytes without a copy, as upload takes them."""
-    return memoryview(words).cast("B")
-
-
 class Chaser:
     """The chase kernel on one thread of a runtime, one chain at a time."""
 
@@ -150,9 +145,9 @@ class Chaser:
         if nxt.nbytes > self.capacity:
             self.reserve(nxt.nbytes)
         if self.addressed:
-            self.rt.upload(self.buf, raw(pointer_chain(nxt, self.base, self.pointers)))
+            self.rt.upload(self.buf, pointer_chain(nxt, self.base, self.pointers))
             return
-        self.rt.upload(self.buf, raw(nxt))
+        self.rt.upload(self.buf, nxt)
         if self.linker:
             nodes, stride = len(nxt) // (LINE // 4), LINE // 4
             self.rt.launch(self.linker, -(-nodes // LINK_BLOCK), [self.buf, np.uint32(nodes), np.uint32(stride)])

@@ -291,13 +291,14 @@ class L2Workload:
 
     def measure(self, settings, clock, spec=None, load: runner.Load | None = None) -> runner.VariantResult:
         l2, where = l2_bytes(self.rt, spec)
-        sets, load, tested = l2_working_sets(l2), load or runner.Load(), {}
+        sets, load, tested, started = l2_working_sets(l2), load or runner.Load(), {}, None
         self.source(sets[-1])          # one upload for every set: the GPU does not idle between them
         for ws in sets:
             self.at(ws)
             # Each set after the first continues this kernel's load (its clock held as any test's).
             own = settings if not tested else replace(settings, own_warmup_s=0.0)
-            v = runner.measure_on(load, self, self.test.per_item(self.variant), self.test.unit, own, clock)
+            v = runner.measure_on(load, self, self.test.per_item(self.variant), self.test.unit, own, clock, started)
+            started = started or load.since      # without shared warm-ups, this test's own load
             v.params["working_set_bytes"] = ws
             tested[ws] = v
         best = max(tested.values(), key=lambda v: v.summary.median)
