@@ -57,7 +57,10 @@ def test_a_signal_during_a_real_run_keeps_the_json(vulkan_backend, tmp_path, sig
     tests = "compute.fp32,compute.int32,compute.int16,compute.fp16,sfu.rcp,sfu.sqrt,sfu.exp2,sfu.log2"
     p = subprocess.Popen([sys.executable, "-m", "peakbench", "--backend", "vulkan", "--quick",
                           "--tests", tests, "--json", str(path)],
-                         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         # as a terminal starts it: a shell's background job (CI under nohup, &)
+                         # would pass on SIGINT ignored, and Python then takes no Ctrl-C at all
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = []
     try:
         for line in p.stderr:          # the second test has started: the first one's result is saved
