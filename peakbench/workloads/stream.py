@@ -19,19 +19,27 @@ from peakbench.workloads.chase import FIRST_BYTES, SWEEP_SAMPLE_S
 
 # Data -----------------------------------------------------------------------------------------
 def hash32(x: np.ndarray) -> np.ndarray:
-    """The fill kernels' lowbias32, on uint32 arrays."""
-    x = x.astype(np.uint32)
-    x ^= x >> 16
-    x = (x * np.uint32(0x7FEB352D)).astype(np.uint32)
-    x ^= x >> 15
-    x = (x * np.uint32(0x846CA68B)).astype(np.uint32)
-    x ^= x >> 16
+    """The fill kernels' lowbias32, on uint32 arrays (a new array)."""
+    return _hash32_in_place(np.array(x, dtype=np.uint32))
+
+
+def _hash32_in_place(x: np.ndarray) -> np.ndarray:
+    """lowbias32 over x's uint32 words in place: a GiB of words needs no temporaries but one."""
+    t = np.empty_like(x)
+    for shift, factor in ((16, 0x7FEB352D), (15, 0x846CA68B), (16, None)):
+        np.right_shift(x, shift, out=t)
+        x ^= t
+        if factor:
+            x *= np.uint32(factor)           # wraps mod 2**32, as the kernels' multiply does
     return x
 
 
 def filled(n_vec: int) -> np.ndarray:
-    """What the fill kernels write: 16-byte vector i holds hash(4i .. 4i+3)."""
-    return hash32(np.arange(4 * n_vec, dtype=np.uint64).astype(np.uint32)).reshape(n_vec, 4)
+    """What the fill kernels write: 16-byte vector i holds hash(4i .. 4i+3) (indices mod 2**32)."""
+    words = 4 * n_vec
+    index = (np.arange(words, dtype=np.uint32) if words <= 1 << 32
+             else np.arange(words, dtype=np.uint64).astype(np.uint32))
+    return _hash32_in_place(index).reshape(n_vec, 4)
 
 
 def written(index: np.ndarray) -> np.ndarray:
@@ -71,19 +79,18 @@ def read_sums(n: int, blocks: int, block: int, layout: str = "chunk", passes: in
     block b sums the vectors ((b + p*shift)*span + x + j*block) & mask of its slice (span = n /
     blocks); stride layout, (threads, 4): thread t sums vectors t + j*threads, every pass. Rows
     layout, (columns, 4): the n vectors as `rows` rows of columns * block, each column's total."""
+    # Sums are taken in uint32: the kernels' adds wrap mod 2**32, and so do numpy's.
     if layout == "rows":
-        src = filled(n).astype(np.uint64).reshape(rows, -1, block, 4)
-        return (src.sum(axis=(0, 2)) % (1 << 32)).astype(np.uint32)
+        return filled(n).reshape(rows, -1, block, 4).sum(axis=(0, 2), dtype=np.uint32)
     if layout == "stride":
-        src = filled(n).astype(np.uint64)
-        return (passes * src.reshape(-1, blocks * block, 4).sum(axis=0) % (1 << 32)).astype(np.uint32)
-    span, total = n // blocks, np.zeros((blocks, block, 4), np.uint64)
-    src = filled(n if mask == 0xFFFFFFFF else mask + 1).astype(np.uint64)    # what the indices reach
+        return np.uint32(passes) * filled(n).reshape(-1, blocks * block, 4).sum(axis=0, dtype=np.uint32)
+    span, total = n // blocks, np.zeros((blocks, block, 4), np.uint32)
+    src = filled(n if mask == 0xFFFFFFFF else mask + 1)            # what the indices reach
     for p in range(passes):
         starts = (np.arange(blocks, dtype=np.uint64) + p * shift) * span % (1 << 32)
         index = (starts[:, None] + np.arange(span, dtype=np.uint64)) & mask
-        total += src[index].reshape(blocks, -1, block, 4).sum(axis=1)
-    return (total % (1 << 32)).astype(np.uint32).reshape(blocks * block, 4)
+        total += src[index].reshape(blocks, -1, block, 4).sum(axis=1, dtype=np.uint32)
+    return total.reshape(blocks * block, 4)
 
 
 def pass_dispatches(passes: int, groups: int, max_groups: int) -> tuple[int, int]:
