@@ -1,7 +1,9 @@
 """A BLASLt library (cuBLASLt or hipBLASLt) at its C boundary, for peakbench.kernels.gemm: each
 function takes the ctypes arguments the real one would, records the call, and Matmul computes
 D = alpha op(A) op(B) + beta C with numpy on host memory addressed by the pointers it is given.
-`HostGemm` is an LtGemm whose buffers are numpy arrays (their addresses are the pointers)."""
+`HostGemm` is an LtGemm whose buffers are numpy arrays (their addresses are the pointers), its
+operands made by `fill_words`, a model of shaders/gemm_fill.cu written apart from the workload's
+own host rows; `gemm_fill_player` plays that kernel on the fake HIP runtime."""
 from __future__ import annotations
 
 import ctypes
@@ -115,6 +117,31 @@ class FakeLt:
         self._zeroed = True
 
 
+def fill_words(words: int, offset: int, keep: tuple, set_: tuple, add: tuple) -> np.ndarray:
+    """What gemm_fill.cu writes: word w = ((lowbias32(offset + w) & keep) | set) + add, the pair
+    picked by w's parity; in uint64 arithmetic, reduced mod 2**32 at each step as the kernel's
+    32-bit one is."""
+    m = np.uint64(0xFFFFFFFF)
+    w = np.arange(words, dtype=np.uint64)
+    x = (w + np.uint64(offset)) & m
+    x ^= x >> np.uint64(16)
+    x = (x * np.uint64(0x7FEB352D)) & m
+    x ^= x >> np.uint64(15)
+    x = (x * np.uint64(0x846CA68B)) & m
+    x ^= x >> np.uint64(16)
+    odd = (w & np.uint64(1)).astype(bool)
+    pick = lambda pair: np.where(odd, np.uint64(pair[1]), np.uint64(pair[0]))
+    return ((((x & pick(keep)) | pick(set_)) + pick(add)) & m).astype(np.uint32)
+
+
+def gemm_fill_player(fake, launch):
+    """shaders/gemm_fill.cu on the fake HIP runtime's memory."""
+    dst, words, offset, keep0, set0, add0, keep1, set1, add1 = (
+        a if i == 0 else a.value for i, a in enumerate(launch["extra"]))
+    raw = fill_words(words, offset, (keep0, keep1), (set0, set1), (add0, add1))
+    np.frombuffer(fake.buffer(dst), np.uint32)[:words] = raw
+
+
 def decode(kind: str, raw: np.ndarray) -> np.ndarray:
     """As workloads.gemm.decode, and FNUZ E4M3 (bias 8) for the normal values the workload makes."""
     if kind == "fp8_e4m3_fnuz":
@@ -149,6 +176,10 @@ class HostGemm(lt.LtGemm):
     def upload(self, buf, values):
         raw = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
         buf[:raw.size] = raw
+
+    def fill(self, buf, operand):
+        form = self.form(operand)
+        buf.view(np.uint32)[:operand.words] = fill_words(operand.words, operand.offset, form.keep, form.set, form.add)
 
     def zero(self, buf):
         buf[:] = 0

@@ -1,5 +1,6 @@
-"""On a real NVIDIA GPU (the H200), through cuBLASLt: every gemm test verifies at a small and at the
-default shape, a corrupted operand on the device is caught, the CLI reports every gemm test ok
+"""On a real NVIDIA GPU (the H200), through cuBLASLt: the fill kernel makes the operands' words the
+host makes for its check, every gemm test verifies at a small and at the default shape, a
+corrupted operand on the device is caught, the CLI reports every gemm test ok
 with its algorithm, and gemm.bf16.fp32 at 8192^3 is within 3% of torch.matmul (cuBLAS) on the
 same board, timed the way the peers time it. Run on the GPU machine with
 `pytest --gpu tests/test_gpu_gemm.py`."""
@@ -7,17 +8,32 @@ from __future__ import annotations
 
 import statistics
 
+import numpy as np
 import pytest
 
 from helpers import run_peakbench
 from peakbench.catalog import default_catalog
 from peakbench.catalog.gemm import TESTS, shape
 from peakbench.report.result import load_json
+from peakbench.workloads.gemm import OFFSETS, STORAGE, Operand, OperandFill
 
 pytestmark = pytest.mark.gpu
 
 CATALOG = default_catalog()
 TORCH_BF16_H200 = 793.4         # TFLOPS, torch bf16 8192^3 on this H200 (shared/peers/README.md)
+
+
+@pytest.mark.parametrize("kind", ["fp64", "tf32", "bf16", "fp8_e4m3", "int8"])
+def test_the_fill_kernel_makes_the_words_the_host_checks_against(cuda_device, kind):
+    rt, op = cuda_device.rt, Operand(kind, 96, 4096, OFFSETS["b"])
+    fill, buf = OperandFill(rt), rt.alloc(op.nbytes)
+    try:
+        fill(buf, op, op.form())
+        got = np.frombuffer(rt.download(buf, op.nbytes), STORAGE[kind]).reshape(op.rows, op.cols)
+        assert np.array_equal(got.view(np.uint8), op.host_rows(np.arange(op.rows)).view(np.uint8))
+    finally:
+        fill.close()
+        rt.free(buf)
 
 
 @pytest.mark.parametrize("test", TESTS, ids=lambda t: t.name)

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 import fake_hip
-from fake_blaslt import FakeLt
+from fake_blaslt import FakeLt, fill_words, gemm_fill_player
 from peakbench.backend import Unsupported
 from peakbench.catalog.gemm import TESTS, shape
 from peakbench.rocm import gemm
-from peakbench.workloads.gemm import GemmWorkload
+from peakbench.workloads.gemm import E4M3, GemmWorkload, Operand
 from test_rocm import device, fakes, no_amdsmi  # noqa: F401  (fixtures)
 
 BY_NAME = {t.name: t for t in TESTS}
@@ -56,14 +56,28 @@ def test_without_hipblaslt_every_test_is_unsupported_toolchain(monkeypatch):
 def test_fp8_is_fnuz_on_gfx942_and_ocp_on_gfx950():
     assert gemm.api_for("gfx942").data["fp8_e4m3"] == 1000
     assert gemm.api_for("gfx950").data["fp8_e4m3"] == 28
-    assert gemm.ocp_to_fnuz(np.array([0x38, 0xB0], np.uint8)).tolist() == [0x40, 0xB8]   # 1.0, -0.5
-    with pytest.raises(ValueError):
-        gemm.ocp_to_fnuz(np.array([0x00], np.uint8))
+
+
+def form_on(arch: str, op: Operand):
+    return gemm.HipGemm.form(SimpleNamespace(api=gemm.api_for(arch)), op)
+
+
+def test_fnuz_operands_are_the_ocp_values_one_exponent_up():
+    """On gfx942 the fill adds 8 to each FP8 byte: FNUZ (bias 8) bytes of the OCP values the host
+    checks against; on gfx950 the bytes are OCP as they are."""
+    op = Operand("fp8_e4m3", 16, 64, 0)
+    fnuz = form_on("gfx942", op)
+    assert fnuz.add == (0x08080808, 0x08080808)
+    ocp = op.host_rows(np.arange(16))
+    raw = fill_words(op.words, 0, fnuz.keep, fnuz.set, fnuz.add).reshape(16, 64 // 4).view(np.uint8)
+    assert np.array_equal(E4M3[ocp], E4M3[raw - np.uint8(8)]) and np.all((raw >> 3 & 0xF) >= 7)
+    assert form_on("gfx950", op) == op.form() and form_on("gfx942", Operand("fp16", 4, 8, 0)).add == (0, 0)
 
 
 @pytest.mark.parametrize("name", ["gemm.bf16.fp32", "gemm.fp8_e4m3.fp32", "gemm.int8.int32"])
 def test_a_gemm_verifies_end_to_end_on_the_fake_runtime(device, fakes, name):
     hip, _ = fakes
+    hip.kernels["gemm_fill"] = gemm_fill_player
     rt = device.rt
     rt.stream = fake_hip.FakePointer(0x7000)        # hip-python's stream converts to its address
     lib = FakeLt(gemm.api_for(rt.arch), HIP_KINDS, memory=hip.memory)
@@ -84,6 +98,7 @@ def test_a_gemm_verifies_end_to_end_on_the_fake_runtime(device, fakes, name):
 
 def test_a_wrong_entry_is_caught_on_rocm_too(device, fakes):
     hip, _ = fakes
+    hip.kernels["gemm_fill"] = gemm_fill_player
     device.rt.stream = fake_hip.FakePointer(0x7000)
     lib = FakeLt(gemm.api_for("gfx942"), HIP_KINDS, memory=hip.memory)
     w = GemmWorkload(BY_NAME["gemm.fp16.fp32"], shape(64, 32, 48), gemm.HipGemm(device.rt, lib), "hipBLASLt")

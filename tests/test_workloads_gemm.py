@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from fake_blaslt import FakeLt, HostGemm
+from fake_blaslt import FakeLt, HostGemm, fill_words
 from peakbench.backend import Unsupported
 from peakbench.catalog import default_catalog
 from peakbench.catalog.gemm import SIZE, TESTS, shape
@@ -44,14 +44,39 @@ def test_the_catalog_has_the_six_gemm_tests_beside_their_matrix_tests():
         assert v.shape == (SIZE, SIZE, SIZE) and t.per_item(v) == 2 * SIZE ** 3
 
 
-def test_random_operands_are_exact_values_in_their_range():
-    rng = np.random.default_rng(0)
-    for kind in ("fp16", "bf16", "tf32", "fp64", "fp8_e4m3"):
-        values = shared.decode(kind, shared.random_operand(kind, 4096, rng))
-        assert np.all((np.abs(values) >= 0.5) & (np.abs(values) < 2)), kind
-        assert (values < 0).any() and len(np.unique(values)) > 8, kind
-    ints = shared.random_operand("int8", 4096, rng)
-    assert ints.dtype == np.int8 and ints.min() < -100 and ints.max() > 100
+@pytest.mark.parametrize("kind", ["fp16", "bf16", "tf32", "fp64", "fp8_e4m3"])
+def test_operands_are_exact_values_in_their_range_with_random_mantissas(kind):
+    values = shared.decode(kind, shared.Operand(kind, 64, 64, shared.OFFSETS["a"]).host_rows(np.arange(64)))
+    assert np.all((np.abs(values) >= 0.5) & (np.abs(values) < 2)), kind
+    assert 0.4 < (values < 0).mean() < 0.6 and len(np.unique(values)) > min(64, 2 ** shared.FLOAT_BITS[kind][0]), kind
+
+
+def test_int8_operands_take_every_bit_pattern():
+    ints = shared.Operand("int8", 64, 64, 0).host_rows(np.arange(64))
+    assert ints.dtype == np.int8 and len(np.unique(ints)) == 256
+
+
+@pytest.mark.parametrize("kind", ["fp16", "tf32", "fp64", "fp8_e4m3", "int8"])
+def test_the_host_rows_are_the_rows_the_fill_kernel_makes(kind):
+    """The rows the check decodes equal those rows of what gemm_fill.cu writes (modelled apart in
+    fake_blaslt.fill_words): row offsets, word parity and masks agree."""
+    op = shared.Operand(kind, 24, 40, shared.OFFSETS["b"])
+    form = op.form()
+    whole = fill_words(op.words, op.offset, form.keep, form.set, form.add).view(shared.STORAGE[kind]).reshape(24, 40)
+    rows = np.array([0, 7, 23, 7])
+    assert np.array_equal(op.host_rows(rows).view(np.uint8), whole[rows].view(np.uint8))
+
+
+def test_the_two_operands_differ():
+    a, b = (shared.Operand("fp16", 8, 64, shared.OFFSETS[x]).host_rows(np.arange(8)) for x in "ab")
+    assert not np.array_equal(a.view(np.uint16), b.view(np.uint16))
+
+
+def test_an_operand_the_fill_cannot_make_is_refused():
+    with pytest.raises(ValueError, match="8-byte pairs"):
+        shared.Operand("fp16", 4, 3, 0)
+    with pytest.raises(ValueError, match="2\\*\\*31"):
+        shared.Operand("fp64", 1 << 15, 1 << 15, 0)
 
 
 def test_fp8_and_bf16_decode_by_their_formats():

@@ -18,7 +18,7 @@ import numpy as np
 
 from peakbench.backend import Unsupported
 from peakbench.kernels import gemm as lt
-from peakbench.workloads.gemm import workload_of
+from peakbench.workloads.gemm import OperandFill, workload_of
 
 API = lt.Api(
     name="cuBLASLt", prefix="cublasLt", sonames=(),
@@ -100,10 +100,13 @@ class CudaGemm(lt.LtGemm):
         super().__init__(API, lib)
         self.cp, self.rt, self.stream = cupy, rt, rt.stream.ptr
         self._start, self._end = cupy.cuda.Event(), cupy.cuda.Event()
+        self._fill = OperandFill(rt)
 
     def alloc(self, nbytes: int):
-        with self.rt.device:
-            return self.cp.empty(nbytes, dtype=self.cp.uint8)
+        return self.rt.alloc(nbytes)           # a CuPy byte array, which the fill kernel takes too
+
+    def fill(self, buf, operand) -> None:
+        self._fill(buf, operand, self.form(operand))
 
     def pointer(self, buf) -> int:
         return buf.data.ptr
@@ -133,6 +136,12 @@ class CudaGemm(lt.LtGemm):
 
     def free(self, buf) -> None:
         """CuPy frees a buffer with its last reference (close() drops them)."""
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._fill.close()
 
     def version(self) -> str:
         get = self.lib.cublasLtGetVersion

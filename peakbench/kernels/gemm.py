@@ -155,22 +155,24 @@ class Plan:
 
 class LtGemm:
     """The GEMM object of workloads/gemm.py over one BLASLt library. A backend supplies the hooks:
-    alloc(nbytes) -> buffer, pointer(buffer) -> int, upload(buffer, array), zero(buffer),
-    timed(calls) -> GPU seconds of calls() on `stream`, output(buffer, m, indices, dtype), free()."""
+    alloc(nbytes) -> buffer, pointer(buffer) -> int, upload(buffer, array), fill(buffer, operand)
+    (the operand made in the buffer, in the WordForm form(operand) gives), zero(buffer),
+    timed(calls) -> GPU seconds of calls() on `stream`, read(buffer, indices, dtype), free()."""
     stream = 0
 
     def __init__(self, api: Api, lib):
         self.api, self.lib, self.lt, self.buffers = api, lib, None, {}
         self.algo = 0
 
-    def prepare(self, types, m: int, n: int, k: int, a: np.ndarray, b: np.ndarray) -> dict:
+    def prepare(self, types, m: int, n: int, k: int, a, b) -> dict:
+        """`a`, `b`: the operands (workloads/gemm.py Operand), made in device buffers by fill()."""
         self.types, self.m = types, m
         self.lt = Lt(self.api, self.lib)
         out_bytes = np.dtype(STORAGE[types.output]).itemsize * m * n
         for name, nbytes in (("a", a.nbytes), ("b", b.nbytes), ("d", out_bytes), ("workspace", WORKSPACE)):
             self.buffers[name] = self.alloc(nbytes)
-        self.upload(self.buffers["a"], self.encode(types.operand, a))
-        self.upload(self.buffers["b"], self.encode(types.operand, b))
+        self.fill(self.buffers["a"], a)
+        self.fill(self.buffers["b"], b)
         scales = None
         if types.operand.startswith("fp8"):
             self.buffers["scales"] = self.alloc(SCALE_STRIDE * 2)
@@ -207,9 +209,9 @@ class LtGemm:
         index = np.asarray(rows, np.int64) + np.asarray(cols, np.int64) * self.m
         return self.read(self.buffers["d"], index, STORAGE[self.types.output])
 
-    def encode(self, kind: str, values: np.ndarray) -> np.ndarray:
-        """The operand as the library reads it (the host's encoding unless a backend differs)."""
-        return values
+    def form(self, operand):
+        """The operand's words as the library reads them (the host's encoding unless a backend differs)."""
+        return operand.form()
 
     def version(self) -> str:
         return self.api.name

@@ -16,7 +16,7 @@ import numpy as np
 from peakbench.backend import Unsupported
 from peakbench.kernels import gemm as lt
 from peakbench.rocm import targets
-from peakbench.workloads.gemm import workload_of
+from peakbench.workloads.gemm import OperandFill, workload_of
 
 API = lt.Api(
     name="hipBLASLt", prefix="hipblasLt", sonames=("libhipblaslt.so.1", "libhipblaslt.so.0", "libhipblaslt.so",
@@ -79,13 +79,9 @@ def workload(test, variant, rt):
     return workload_of(test, variant, HipGemm(rt, library()), "hipBLASLt")
 
 
-def ocp_to_fnuz(raw: np.ndarray) -> np.ndarray:
-    """OCP E4M3 bytes (bias 7) as FNUZ E4M3 (bias 8): the exponent one higher, same value. Valid
-    for normal values below 2^8 (the workload's operands are in [0.5, 2))."""
-    exponent = (raw >> 3) & 0xF
-    if np.any((exponent == 0) | (exponent == 0xF)):
-        raise ValueError("ocp_to_fnuz takes normal FP8 values with exponent 1-14 only")
-    return raw + np.uint8(0x08)
+# OCP E4M3 bytes as FNUZ E4M3 (bias 8): the exponent one higher is the same value. The operands'
+# bytes have exponent 6 or 7 (|x| in [0.5, 2)), so adding 8 to each byte carries into none.
+FNUZ_ADD = 0x08080808
 
 
 class HipGemm(lt.LtGemm):
@@ -97,6 +93,7 @@ class HipGemm(lt.LtGemm):
         self.stream = int(rt.stream) if rt.stream is not None else 0
         self._start = rt.api.call(self.hip.hipEventCreate)
         self._end = rt.api.call(self.hip.hipEventCreate)
+        self._fill = OperandFill(rt)
 
     def alloc(self, nbytes: int):
         return self.rt.alloc(nbytes)
@@ -104,10 +101,14 @@ class HipGemm(lt.LtGemm):
     def pointer(self, buf) -> int:
         return buf.address
 
-    def encode(self, kind: str, values: np.ndarray) -> np.ndarray:
-        if kind == "fp8_e4m3" and self.api.data["fp8_e4m3"] == FP8_FNUZ:
-            return ocp_to_fnuz(values)
-        return values
+    def form(self, operand):
+        form = operand.form()
+        if operand.kind == "fp8_e4m3" and self.api.data["fp8_e4m3"] == FP8_FNUZ:
+            return dataclasses.replace(form, add=(FNUZ_ADD, FNUZ_ADD))
+        return form
+
+    def fill(self, buf, operand) -> None:
+        self._fill(buf, operand, self.form(operand))
 
     def upload(self, buf, values: np.ndarray) -> None:
         self.rt.upload(buf, np.ascontiguousarray(values).tobytes())
@@ -142,6 +143,7 @@ class HipGemm(lt.LtGemm):
         try:
             super().close()
         finally:
+            self._fill.close()
             for event in (self._start, self._end):
                 if event is not None:
                     self.rt.api.call(self.hip.hipEventDestroy, event)

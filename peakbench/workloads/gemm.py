@@ -1,10 +1,11 @@
-"""The vendor GEMM, written once: random operands made on the host, a backend's GEMM library
-(cuda/gemm.py: cuBLASLt, rocm/gemm.py: hipBLASLt) to run D = A x B, and a sample of D checked
-against float64 products of the same operands.
+"""The vendor GEMM, written once: random operands made on the device (shaders/gemm_fill.cu), a
+backend's GEMM library (cuda/gemm.py: cuBLASLt, rocm/gemm.py: hipBLASLt) to run D = A x B, and a
+sample of D checked against float64 products of the same operands, whose sampled rows the host
+makes as the device did (Operand).
 
 A backend's GEMM object, the API boundary the tests fake:
 
-    prepare(types, m, n, k, a, b) -> evidence    upload the operands, choose the algorithm
+    prepare(types, m, n, k, a, b) -> evidence    make the operands (a, b: Operand), choose the algorithm
     run(count, accumulate=False) -> GPU seconds  `count` GEMMs back to back; accumulate: D += A x B
     clear()                                      D = 0
     output(rows, cols) -> D[rows[i], cols[i]]    in D's storage type
@@ -21,16 +22,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from peakbench.harness import guards
+from peakbench.workloads.stream import hash32
 
 # Each type's storage, as numpy holds its raw elements (bf16 and fp8 as their bit patterns).
 STORAGE = {"fp16": np.float16, "bf16": np.uint16, "tf32": np.float32, "fp32": np.float32,
            "fp64": np.float64, "fp8_e4m3": np.uint8, "int8": np.int8, "int32": np.int32}
 # Random floats as bit patterns: random sign and mantissa, exponent one of the two around 1, so
-# every value is exact in its type and in [0.5, 2): (keep mask, set bits) of the raw word.
-FLOAT_BITS = {"fp16": (np.uint16, 0x87FF, 0x3800), "bf16": (np.uint16, 0x80FF, 0x3F00),
-              "tf32": (np.uint32, 0x80FFFFFF, 0x3F000000),
-              "fp64": (np.uint64, 0x801FFFFFFFFFFFFF, 0x3FE0000000000000),
-              "fp8_e4m3": (np.uint8, 0x8F, 0x30)}
+# every value is exact in its type and in [0.5, 2): (element bytes, keep mask, set bits) of the raw
+# element; int8 keeps every bit.
+FLOAT_BITS = {"fp16": (2, 0x87FF, 0x3800), "bf16": (2, 0x80FF, 0x3F00), "tf32": (4, 0x80FFFFFF, 0x3F000000),
+              "fp64": (8, 0x801FFFFFFFFFFFFF, 0x3FE0000000000000), "fp8_e4m3": (1, 0x8F, 0x30)}
 # The check: |D - reference| <= count * (SUM_TOLERANCE * sum_k |a b| + 2 * ROUNDING * |A x B|).
 # SUM_TOLERANCE covers the accumulation (FP32 for 16-bit operands), TF32's rounding of FP32
 # operands to a 10-bit mantissa and FP8's accumulation on Hopper; ROUNDING is D's unit roundoff.
@@ -39,7 +40,11 @@ SUM_TOLERANCE = {"fp16": 2 ** -12, "bf16": 2 ** -12, "tf32": 2 ** -9, "fp8_e4m3"
 ROUNDING = {"fp16": 2 ** -11, "bf16": 2 ** -8, "fp32": 2 ** -24, "fp64": 2 ** -53, "int32": 0.0}
 SAMPLES = 64          # entries of D checked
 COUNTS = (1, 2)       # accumulated GEMMs before each check (guards.at_counts)
-SEED = 17
+SEED = 17             # the sampled entries' generator
+OFFSETS = {"a": 0, "b": 1 << 31}       # each operand's words hash their own indices (disjoint below 2**31)
+FILL = ("gemm_fill.cu", "gemm_fill")
+FILL_BLOCK = 256
+FILL_GROUPS = 1 << 16                  # a grid-stride fill: enough blocks to fill every SM
 
 
 @dataclass(frozen=True)
@@ -49,17 +54,93 @@ class GemmTypes:
     output: str         # D (and C)
 
 
-def random_operand(kind: str, count: int, rng: np.random.Generator) -> np.ndarray:
-    """`count` random elements of `kind` in its storage type: floats in +-[0.5, 2) with random
-    mantissas (random bits draw the power a real GEMM draws, unlike zeros), int8 over its range."""
-    word = FLOAT_BITS[kind][0] if kind in FLOAT_BITS else STORAGE[kind]
-    bits = rng.bit_generator.random_raw(-(-count * np.dtype(word).itemsize // 8)).view(word)[:count]
-    if kind not in FLOAT_BITS:          # int8: every bit pattern
-        return bits
-    _, keep, fixed = FLOAT_BITS[kind]
-    bits &= word(keep)
-    bits |= word(fixed)
-    return bits.view(STORAGE[kind])
+@dataclass(frozen=True)
+class WordForm:
+    """How gemm_fill.cu turns a hash into an operand word: ((hash & keep) | set) + add, each a
+    pair for even and odd words."""
+    keep: tuple[int, int]
+    set: tuple[int, int]
+    add: tuple[int, int] = (0, 0)
+
+    def args(self) -> list:
+        return [np.uint32(v) for pair in zip(self.keep, self.set, self.add) for v in pair]
+
+    def apply(self, words: np.ndarray, index: np.ndarray) -> np.ndarray:
+        odd = (index & 1).astype(bool)
+        for i, pick in ((0, ~odd), (1, odd)):
+            words[pick] = ((words[pick] & np.uint32(self.keep[i])) | np.uint32(self.set[i])) + np.uint32(self.add[i])
+        return words
+
+
+def _pair(pattern: int, nbytes: int) -> tuple[int, int]:
+    """An element-wide bit pattern repeated over 8 bytes, as (even word, odd word)."""
+    raw = int(pattern).to_bytes(nbytes, "little") * (8 // nbytes)
+    return int.from_bytes(raw[:4], "little"), int.from_bytes(raw[4:], "little")
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A rows x cols row-major operand of `kind`: its raw bytes are 32-bit words, word w the
+    hash of `offset` + w in the WordForm of the kind (random sign and mantissa, |x| in [0.5, 2);
+    int8 every bit pattern). The device makes all of it (gemm_fill.cu), the host the rows it checks."""
+    kind: str
+    rows: int
+    cols: int
+    offset: int
+
+    def __post_init__(self):
+        if self.cols * self.itemsize % 8:
+            raise ValueError(f"an operand row of {self.cols} {self.kind} elements is not whole 8-byte pairs of words")
+        if self.words >= 1 << 31:
+            raise ValueError(f"an operand of {self.words} words is beyond the fill kernel's 2**31")
+
+    @property
+    def itemsize(self) -> int:
+        return np.dtype(STORAGE[self.kind]).itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows * self.cols * self.itemsize
+
+    @property
+    def words(self) -> int:
+        return self.nbytes // 4
+
+    def form(self) -> WordForm:
+        if self.kind not in FLOAT_BITS:
+            return WordForm((0xFFFFFFFF, 0xFFFFFFFF), (0, 0))
+        size, keep, fixed = FLOAT_BITS[self.kind]
+        return WordForm(_pair(keep, size), _pair(fixed, size))
+
+    def host_words(self, index: np.ndarray, form: WordForm | None = None) -> np.ndarray:
+        """The words at `index` (uint32 word indices), as the fill kernel makes them in `form`."""
+        index = np.asarray(index, np.uint32)
+        return (form or self.form()).apply(hash32(index + np.uint32(self.offset)), index)
+
+    def host_rows(self, rows) -> np.ndarray:
+        """Rows `rows` of the operand, (len(rows), cols), in the kind's storage type."""
+        per_row = self.cols * self.itemsize // 4
+        index = np.asarray(rows, np.uint32)[:, None] * np.uint32(per_row) + np.arange(per_row, dtype=np.uint32)
+        return self.host_words(index).view(STORAGE[self.kind]).reshape(len(index), self.cols)
+
+
+class OperandFill:
+    """gemm_fill.cu on a runtime: fill(buf, operand, form) makes the operand in a device buffer."""
+
+    def __init__(self, rt):
+        self.rt, self.kernel = rt, None
+
+    def __call__(self, buf, operand: Operand, form: WordForm) -> None:
+        if self.kernel is None:
+            source, entry = FILL
+            self.kernel = self.rt.compile(source, {}, entry, block=FILL_BLOCK, args="buuuuuuuu", label="gemm fill")
+        groups = max(1, min(FILL_GROUPS, -(-operand.words // FILL_BLOCK), self.rt.max_groups(FILL_BLOCK)))
+        self.rt.launch(self.kernel, groups, [buf, np.uint32(operand.words), np.uint32(operand.offset), *form.args()])
+
+    def close(self) -> None:
+        if self.kernel is not None:
+            self.rt.discard(self.kernel)
+            self.kernel = None
 
 
 def _e4m3() -> np.ndarray:
@@ -105,13 +186,13 @@ class GemmWorkload:
         operand, accumulator = test.types
         self.types = GemmTypes(operand, accumulator, test.output)
         m, n, k = self.shape = variant.shape
-        rng = np.random.default_rng(SEED)
-        self.a = random_operand(operand, m * k, rng).reshape(m, k)
-        self.b = random_operand(operand, n * k, rng).reshape(n, k)
+        self.a = Operand(operand, m, k, OFFSETS["a"])
+        self.b = Operand(operand, n, k, OFFSETS["b"])
         self.params = {"m": m, "n": n, "k": k, "library": library, "operands": operand,
                        "accumulate": accumulator, "output": test.output, "layout": "TN (A row-major M x K, "
                        "B column-major K x N, D column-major)", "data": "random, |x| in [0.5, 2)"
-                       if operand != "int8" else "random int8"}
+                       if operand != "int8" else "random int8",
+                       "made": "on the device (gemm_fill: lowbias32 of each word's index, masked to the type)"}
         self.evidence = dict(gemm.prepare(self.types, m, n, k, self.a, self.b))
 
     def run(self, size: int) -> float:
@@ -124,7 +205,7 @@ class GemmWorkload:
         m, n, _ = self.shape
         rng = np.random.default_rng(SEED + 1)
         rows, cols = rng.integers(0, m, SAMPLES), rng.integers(0, n, SAMPLES)
-        a, b = decode(self.types.operand, self.a[rows]), decode(self.types.operand, self.b[cols])
+        a, b = decode(self.types.operand, self.a.host_rows(rows)), decode(self.types.operand, self.b.host_rows(cols))
         product, magnitude = (a * b).sum(axis=1), (np.abs(a) * np.abs(b)).sum(axis=1)
 
         def check(count: int) -> str | None:
@@ -139,7 +220,6 @@ class GemmWorkload:
         return problem
 
     def close(self) -> None:
-        self.a = self.b = None
         self.gemm.close()
 
 
