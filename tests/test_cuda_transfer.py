@@ -105,6 +105,9 @@ class FakeRuntime:
     def download(self, buf, n):
         return buf.host[:n].tobytes()
 
+    def fill(self, buf, byte):
+        buf.host[:] = byte
+
 
 @pytest.fixture
 def fake(monkeypatch):

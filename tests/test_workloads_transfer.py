@@ -38,6 +38,9 @@ class NumpyLink:
     def read_device(self, buf, nbytes):
         return buf[:nbytes].copy()
 
+    def clear_device(self, buf):
+        buf[:] = 0
+
     def copy(self, jobs, nbytes, repeat):
         self.calls.append(([j[0] for j in jobs], nbytes, repeat))
         moved = 0 if self.fault == "none" else nbytes // 2 if self.fault == "short" and nbytes > 65536 else nbytes

@@ -7,9 +7,9 @@ A link is:
     host(nbytes, kind) -> HostBuffer host memory of `kind` ("pinned" | "pageable"); its `array`
                                      is a numpy uint8 view the workload fills and checks
     device(nbytes)                   a device buffer
-    write_device(buf, data), read_device(buf, nbytes) -> np.ndarray
-                                     contents by another path than copy() (the reference's way in and out;
-                                     RuntimeBuffers gives these three through the link's runtime)
+    write_device(buf, data), read_device(buf, nbytes) -> np.ndarray, clear_device(buf)
+                                     contents by another path than copy() (the reference's way in and out,
+                                     and zeros; RuntimeBuffers gives these four through the link's runtime)
     copy(jobs, nbytes, repeat) -> s  every job (direction, HostBuffer, device buffer) at once, each on
                                      its own stream or queue, `repeat` copies of `nbytes` back to back;
                                      the seconds from the first copy's start to the last one's end
@@ -103,6 +103,9 @@ class RuntimeBuffers:
     def read_device(self, buf, nbytes: int) -> np.ndarray:
         return np.frombuffer(self.rt.download(buf, nbytes), np.uint8)
 
+    def clear_device(self, buf) -> None:
+        self.rt.fill(buf, 0)               # on the device: no host buffer of zeros crosses the link
+
 
 @dataclass
 class Lane:
@@ -151,7 +154,7 @@ class TransferWorkload:
         def check(nbytes: int) -> str | None:
             for lane in self.lanes:
                 if lane.direction == "h2d":
-                    self.link.write_device(lane.device, np.zeros(nbytes, np.uint8))
+                    self.link.clear_device(lane.device)
                 else:
                     lane.host.array[:nbytes] = 0
             self.run(1, nbytes)
