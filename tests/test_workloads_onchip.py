@@ -14,6 +14,7 @@ from helpers import run_peakbench
 from test_workloads import rt  # noqa: F401  (a fixture: the ROCm runtime on the fake HIP)
 from peakbench.backend import Unsupported
 from peakbench.catalog import default_catalog
+from peakbench.harness.runner import Settings
 from peakbench.runtime import Limits
 from peakbench.workloads import onchip, stream
 
@@ -140,6 +141,19 @@ def test_the_l2_read_counts_what_its_slices_read(vulkan_device):
         w.close()
 
 
+@pytest.mark.parametrize("screening", [False, True])
+def test_the_l2_read_measures_every_set_and_screening_the_smallest(vulkan_device, screening):
+    test = CATALOG.get("memory.l2")
+    w = vulkan_device.prepare(test, test.variants[0])
+    try:
+        settings = Settings(sample_s=0.001, warmup_s=0.0, min_samples=2, max_samples=2, screening=screening)
+        v = w.measure(settings, lambda: None)
+        sets = onchip.l2_working_sets(v.params["l2_bytes"])
+        assert [int(k) for k in v.params["working_sets"]] == (sets[:1] if screening else sets) and len(sets) > 1
+    finally:
+        w.close()
+
+
 @pytest.mark.usefixtures("vulkan_backend")
 def test_a_quick_run_reports_the_three_ok_with_their_evidence(tmp_path):
     out = tmp_path / "onchip.json"
@@ -150,7 +164,8 @@ def test_a_quick_run_reports_the_three_ok_with_their_evidence(tmp_path):
         assert results[name]["status"] == "ok" and results[name]["value"] > 0, results[name]
         assert "timer" in results[name]["evidence"]["guards"]
     l2 = results["memory.l2"]["params"]
-    assert l2["working_set_bytes"] in map(int, l2["working_sets"]) and l2["l2_from"]
+    smallest = onchip.l2_working_sets(l2["l2_bytes"])[0]
+    assert l2["working_sets"].keys() == {str(smallest)} and l2["working_set_bytes"] == smallest and l2["l2_from"]
     assert set(results["memory.l2"]["params"]["variants"]) == {"unroll16"}      # the screening variant
     chase = results["latency.shared"]
     if chase["params"]["timed"].startswith("the core's cycle counter"):

@@ -292,6 +292,10 @@ class L2Workload:
     def measure(self, settings, clock, spec=None, load: runner.Load | None = None) -> runner.VariantResult:
         l2, where = l2_bytes(self.rt, spec)
         sets, load, tested, started = l2_working_sets(l2), load or runner.Load(), {}, None
+        if settings.screening:
+            # The smallest set only: it was the best in every H200 run on CUDA and Vulkan (40 runs,
+            # 2.9-5.1% over the next), the bandwidth falling as the set spreads over the partitions.
+            sets = sets[:1]
         self.source(sets[-1])          # one upload for every set: the GPU does not idle between them
         for ws in sets:
             self.at(ws)
