@@ -7,6 +7,7 @@ corrected at a new level, and the screening sweep's shorter launches."""
 from __future__ import annotations
 
 from collections import OrderedDict
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -228,9 +229,11 @@ def test_one_chain_buffer_and_one_address_serve_a_sweep_on_this_device(vulkan_de
 def test_the_device_sweep_passes_the_last_cache_the_caches_and_the_screen(vulkan_device, monkeypatch):
     made = []
 
-    def record(chaser, max_bytes, first_level, sample_s, partitioned_l2, last_cache, caches, screen):
+    def record(chaser, max_bytes, first_level, sample_s, partitioned_l2, last_cache, caches, screen, flush):
         chaser.release()
         made.append((max_bytes, sample_s, last_cache, caches, screen))
+        flushes.append(flush)
+    flushes = []
     monkeypatch.setattr(chase, "ChaseSweep", record)
     rt = vulkan_device.rt
     kernel = chase.ChaseKernel("mem_chase.comp", "main", clock_word=1, path="p")
@@ -243,3 +246,25 @@ def test_the_device_sweep_passes_the_last_cache_the_caches_and_the_screen(vulkan
     # A screening sweep's own points launch SCREEN_SAMPLE_S, any it goes on to SWEEP_SAMPLE_S.
     assert made[1] == (top, chase.SWEEP_SAMPLE_S, 32 * MIB, l3, chase.Screen(min(top, 128 * MIB), chase.SCREEN_SAMPLE_S))
     assert made[2] == (top, 0.001, 32 * MIB, l3, chase.Screen(min(top, 128 * MIB), 0.001))
+    # A flush of 4 last caches, read from 2, only for a screening sweep that knows its last cache
+    # and reaches twice it (lavapipe reports no L2: the spec's sizes stand in).
+    asked = []
+    flush = lambda nbytes: asked.append(nbytes) or f"flush of {nbytes}"
+    chase.sweep(rt, kernel, stream.working_bytes(rt), caches=full, flush=flush)
+    chase.sweep(rt, kernel, stream.working_bytes(rt), screening=True, caches=full, flush=flush)
+    chase.sweep(rt, kernel, 8 * MIB, screening=True, caches=full, flush=flush)
+    chase.sweep(rt, kernel, stream.working_bytes(rt), screening=True, flush=flush)
+    assert flushes[3:] == [None, chase.Flush(f"flush of {32 * MIB}", 16 * MIB), None, None] and asked == [32 * MIB]
+
+
+def test_the_flush_takes_the_larger_of_the_spec_and_api_last_cache(monkeypatch):
+    # The H200: 50 MiB of L2 in its spec, 60 MiB to CUDA: the flush reads 240 MiB, from 120 MiB on.
+    made = []
+    monkeypatch.setattr(chase, "Chaser", lambda rt, kernel: None)
+    monkeypatch.setattr(chase, "ChaseSweep", lambda *args: made.append(args[-1]))
+    rt = SimpleNamespace(info=SimpleNamespace(vendor_id=0x10DE, name="NVIDIA H200", kind="gpu"),
+                         limits=SimpleNamespace(l2_bytes=60 * MIB))
+    kernel = chase.ChaseKernel("mem.cu", "chase", clock_word=2, path="p")
+    chase.sweep(rt, kernel, 512 * MIB, screening=True, caches={"l2": 50 * MIB}, flush=lambda nbytes: nbytes)
+    chase.sweep(rt, kernel, 512 * MIB, screening=True, flush=lambda nbytes: nbytes)
+    assert made == [chase.Flush(240 * MIB, 120 * MIB)] * 2

@@ -57,7 +57,8 @@ def timed_sweep(device, screening: bool = False):
     rt = device.rt
     started = time.perf_counter()
     sweep = chase.sweep(rt, device.table.chase_kernel(rt), stream.working_bytes(rt), screening=screening,
-                        caches=documented_caches(spec_of(rt)))
+                        caches=documented_caches(spec_of(rt)),
+                        flush=lambda nbytes: stream.CacheFlush(rt, device.table.STREAM, nbytes))
     sweep.seconds = time.perf_counter() - started
     return sweep
 
@@ -140,6 +141,17 @@ def test_the_screening_sweep_names_every_level_the_full_one_does(cuda_sweep, cud
     for name in ("l1", "l2", "l2_far", "dram"):
         assert abs(levels[name].latency_ns / full[name].latency_ns - 1) < 0.03, \
             (name, levels[name].latency_ns, full[name].latency_ns)
+
+
+def test_the_screening_sweeps_flushed_points_read_as_the_full_sweeps_walked_ones(cuda_sweep, cuda_device):
+    # Past twice the L2 a screening sweep reads a cache flush in place of the 1M-load walk.
+    screened = timed_sweep(cuda_device, screening=True)
+    assert "flush" in screened.evidence, screened.evidence
+    full = dict(zip(cuda_sweep.sizes, cuda_sweep.latencies))
+    flushed = [(ws, t, full[ws]) for ws, t in zip(screened.sizes, screened.latencies) if ws in screened.flushed]
+    print(f"\nscreening sweep {screened.seconds:.2f} s; flushed vs walked:",
+          [(ws >> 20, round(t, 1), round(w, 1)) for ws, t, w in flushed])
+    assert len(flushed) >= 2 and all(abs(t / w - 1) < 0.02 for _, t, w in flushed), flushed
 
 
 class Edited:

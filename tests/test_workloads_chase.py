@@ -303,6 +303,47 @@ def test_a_screening_sweep_whose_levels_are_complete_stops_at_its_end(chains):
     assert sorted(sweep.levels()) == ["dram", "l1", "l2", "l2_far"]
 
 
+class CountingFlush:
+    nbytes = 100 * MIB
+
+    def __init__(self, chaser):
+        self.chaser, self.at, self.closed = chaser, [], False
+
+    def __call__(self):
+        self.at.append(self.chaser.ws)          # the chain loaded when the flush ran
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_screening_sweep_flushes_the_caches_past_twice_the_last_one_instead_of_walking(chains):
+    ns = [t if ws <= 100 * MIB else 335.0 for ws, t in zip(H200_SWEEP["working_set_bytes"], H200_SWEEP["ns"])]
+    walked_chaser, walked = h200_sweep(chains, ns, 200 * MIB)
+    chaser = PlayedChaser(dict(zip(H200_SWEEP["working_set_bytes"], ns)), chains)
+    flush = CountingFlush(chaser)
+    sweep = chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, True, 50 * MIB, H200_CACHES,
+                             chase.Screen(200 * MIB), chase.Flush(flush, 100 * MIB))
+    past = [ws for ws in sweep.sizes if ws >= 100 * MIB]
+    assert sweep.sizes == walked.sizes and past and flush.at == past == sweep.flushed and flush.closed
+    assert sweep.evidence["flush"] == "from 108 MiB a read of 100 MiB of other data through the caches in place of the untimed walk"
+    for ws in sweep.sizes:
+        if ws in past:      # no walk: a launch the last point's round time predicts, then the 3 timed
+            assert walked_chaser.points[ws][0][0] == -(-min(ws // chase.LINE, chase.WARM_LOADS) // chase.ROUND)
+            assert [r for r, _ in chaser.points[ws]] == [r for r, _ in walked_chaser.points[ws][1:]]
+            assert chaser.points[ws][0][1] == 0             # from the chain's first node: nothing walked
+        else:
+            assert chaser.points[ws] == walked_chaser.points[ws]
+    assert sweep.latencies == pytest.approx(walked.latencies) and sweep.complete()
+
+
+def test_a_full_sweep_never_flushes(chains):
+    chaser = PlayedChaser(dict(zip(H200_SWEEP["working_set_bytes"], H200_SWEEP["ns"])), chains)
+    flush = CountingFlush(chaser)
+    chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, True, 50 * MIB, H200_CACHES, None,
+                     chase.Flush(flush, 100 * MIB))
+    assert flush.at == [] and flush.closed
+
+
 def test_a_screening_sweep_without_a_far_l2_is_complete_where_the_l2_is_not_partitioned(chains):
     # The same merged curve on a GPU with no far partition to find: DRAM by plateau order suffices.
     ns = H200_SWEEP["ns"]

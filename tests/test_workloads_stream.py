@@ -493,3 +493,19 @@ def test_chunk_sums_match_the_kernels_indexing_loop_by_loop(n, blocks, block, pa
                     want[b * block + x] += src[((b + p * shift) * span + x + j * block) & mask]
     got = stream.read_sums(n, blocks, block, "chunk", passes, shift, mask)
     assert (got == (want % (1 << 32)).astype(np.uint32)).all()
+
+
+def test_the_cache_flush_reads_all_of_its_own_hash_filled_buffer(vulkan_device):
+    """stream.CacheFlush (the chase's screening sweep reads it past twice the last cache): one
+    pass of the chunk read over at least the bytes asked, every thread's sums the host's."""
+    from peakbench.vulkan.capabilities import STREAM
+    rt = vulkan_device.rt
+    flush = stream.CacheFlush(rt, STREAM, 1 << 20)
+    try:
+        assert flush.nbytes >= 1 << 20 and flush() > 0
+        got = np.frombuffer(rt.download(flush.dst, flush.groups * stream.STREAM_BLOCK * 16), np.uint32)
+        want = stream.read_sums(flush.n_vec, flush.groups, stream.STREAM_BLOCK, "chunk")
+        assert np.array_equal(got.reshape(want.shape), want)
+    finally:
+        flush.close()
+    assert flush.src is None and flush.reader is None

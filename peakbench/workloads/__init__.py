@@ -52,7 +52,8 @@ class Device:
             if self.chase_sweep is None:
                 screening = bool(settings and settings.screening)
                 self.chase_sweep = chase.sweep(rt, kernel, stream.working_bytes(rt), screening=screening,
-                                               caches=documented_caches(spec))
+                                               caches=documented_caches(spec),
+                                               flush=lambda nbytes: stream.CacheFlush(rt, table.STREAM, nbytes))
             return chase.LatencyWorkload(test, variant, self.chase_sweep, kernel.path)
         if test.family == "launch":
             return launch.LaunchWorkload(test, variant, rt, *table.EMPTY, table.LAUNCH_PARAMS)

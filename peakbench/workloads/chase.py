@@ -55,6 +55,13 @@ LINK_BLOCK = 256                 # threads per workgroup of the link kernel (one
 # 1M loads read 333.6-336.6 ns at every working set from 128 to 512 MiB; walks of 16 loads a
 # 64 KiB page (32K-128K loads) read 298 ns at 128 MiB, rising to 332 ns at 512 MiB.
 WARM_LOADS = 1 << 20
+# A screening sweep replaces that walk, from FLUSH_FROM times the last cache on, by a read of
+# FLUSH_READ times it of other data through the caches (stream.CacheFlush): the walk's work there
+# is to push the upload's and the link kernel's lines out of the last cache (the timed loads read
+# DRAM either way), and a read does it in microseconds where 1M dependent loads take 0.35 s. The
+# untimed launch before the timed ones still warms the address translation. The last cache here
+# is the larger of the spec's and the API's (the H200: 50 MiB in its spec, 60 MiB to CUDA).
+FLUSH_FROM, FLUSH_READ = 2, 4
 # Level names in messages.
 LABELS = {"l2_far": "far L2 partition", "dram": "DRAM"}
 
@@ -183,6 +190,15 @@ class Screen:
     sample_s: float = SCREEN_SAMPLE_S
 
 
+@dataclass(frozen=True)
+class Flush:
+    """A screening sweep's cache flush: `read()` reads `read.nbytes` of other data through the
+    caches (stream.CacheFlush, which `read.close()` releases), in place of the untimed walk at
+    working sets of `from_bytes` and more."""
+    read: object
+    from_bytes: int
+
+
 class ChaseSweep:
     """One pointer chase per working set (working_sets), 4 KiB up to `max_bytes`; shared by every
     latency.* test of a device. Each launch goes on from where the last one stopped, so a working
@@ -195,9 +211,10 @@ class ChaseSweep:
 
     def __init__(self, chaser, max_bytes: int, first_level: int, sample_s: float = SWEEP_SAMPLE_S,
                  partitioned_l2: bool = False, last_cache: int | None = None, caches: dict | None = None,
-                 screen: Screen | None = None):
+                 screen: Screen | None = None, flush=None):
         self.chaser, self.first_level, self.partitioned_l2 = chaser, first_level, partitioned_l2
         self.sample_s, self.last_cache, self.caches = sample_s, last_cache, caches
+        self.flush = flush
         self.evidence = dict(getattr(chaser, "evidence", {}))     # the chase kernel's instructions
         self.sizes, self.latencies, self.cycles, self.mhz, self.problem = [], [], [], [], None
         self.round_s = None              # GPU seconds a round took at the last point
@@ -206,7 +223,11 @@ class ChaseSweep:
         screened = [ws for ws in sizes if screen is None or ws <= screen.max_bytes]
         rest = sizes[len(screened):]
         try:
-            self._measure_each(screened, rng, screen.sample_s if screen else sample_s)
+            self.flushed = [ws for ws in screened if self.flush and screen and ws >= self.flush.from_bytes]
+            if self.flushed:
+                self.evidence["flush"] = (f"from {_kib(self.flushed[0])} a read of {_kib(self.flush.read.nbytes)} of"
+                                          f" other data through the caches in place of the untimed walk")
+            self._measure_each(screened, rng, screen.sample_s if screen else sample_s, set(self.flushed))
             if screen and rest and screened:
                 if self.complete():
                     self.evidence["sweep"] = f"screening sweep to {_kib(screened[-1])}, where its levels were complete"
@@ -216,9 +237,12 @@ class ChaseSweep:
                     self._measure_each(rest, rng, sample_s)
         finally:
             chaser.release()
+            if self.flush:
+                self.flush.read.close()
 
-    def _measure_each(self, sizes: list[int], rng, sample_s: float) -> None:
-        """Measure `sizes` in order, in one chain buffer for the largest, each launch of sample_s."""
+    def _measure_each(self, sizes: list[int], rng, sample_s: float, flushed: set = frozenset()) -> None:
+        """Measure `sizes` in order, in one chain buffer for the largest, each launch of sample_s;
+        those in `flushed` after a cache flush rather than an untimed walk."""
         if not sizes:
             return
         self.sample_s = sample_s
@@ -226,9 +250,9 @@ class ChaseSweep:
         host = np.zeros(sizes[-1] // 4, dtype=np.uint32)          # every chain's words
         for ws in sizes:
             self.sizes.append(ws)
-            self.latencies.append(self._measure(ws, rng, host))
+            self.latencies.append(self._measure(ws, rng, host, ws in flushed))
 
-    def _measure(self, ws: int, rng, host: np.ndarray) -> float:
+    def _measure(self, ws: int, rng, host: np.ndarray, flush: bool = False) -> float:
         order, nxt = chase_chain(ws, rng, host)
         nodes, stride = len(order), LINE // 4
         self.chaser.load(nxt)
@@ -243,7 +267,9 @@ class ChaseSweep:
         # An untimed walk first: a timed load that touches a line for the first time would read
         # DRAM whatever the working set (the H200 showed DRAM latency from 16 MiB), and one of a
         # line the upload left in the last cache would read it fast (warm_loads).
-        warm = warm_loads(ws, self.last_cache)
+        warm = 0 if flush else warm_loads(ws, self.last_cache)
+        if flush:
+            self.flush.read()
         while warm > 0:
             rounds = min(self.chaser.max_rounds, -(-warm // ROUND))
             run(rounds)
@@ -348,16 +374,22 @@ def warm_loads(ws: int, last: int | None) -> int:
 
 
 def sweep(rt, kernel: ChaseKernel, max_bytes: int, sample_s: float | None = None,
-          screening: bool = False, caches: dict | None = None) -> ChaseSweep:
+          screening: bool = False, caches: dict | None = None, flush=None) -> ChaseSweep:
     """The latency sweep of a device, 4 KiB up to CHASE_MAX (or `max_bytes`, the stream buffer).
     A screening run stops at screening_max where its levels are complete there, with launches of
     SCREEN_SAMPLE_S; `sample_s`, where given, is every launch's. `caches`: the spec's documented
-    sizes (levels.documented_caches)."""
-    top, screen = min(CHASE_MAX, max_bytes), None
+    sizes (levels.documented_caches). `flush(nbytes)`: makes a cache flush of that size
+    (stream.CacheFlush), which a screening sweep that knows its last cache reads in place of its
+    walks from FLUSH_FROM times it (FLUSH_FROM)."""
+    top, screen, flusher = min(CHASE_MAX, max_bytes), None, None
+    last = last_cache(rt.info, rt.limits.l2_bytes, caches)
     if screening:
         screen = Screen(min(top, screening_max(rt.info, rt.limits.l2_bytes, caches)), sample_s or SCREEN_SAMPLE_S)
+        largest = max(last or 0, rt.limits.l2_bytes if last else 0)
+        if flush and largest and FLUSH_FROM * largest <= screen.max_bytes:
+            flusher = Flush(flush(FLUSH_READ * largest), FLUSH_FROM * largest)
     return ChaseSweep(Chaser(rt, kernel), top, first_level(rt.info), sample_s or SWEEP_SAMPLE_S,
-                      partitioned_l2(rt.info), last_cache(rt.info, rt.limits.l2_bytes, caches), caches, screen)
+                      partitioned_l2(rt.info), last, caches, screen, flusher)
 
 
 class LatencyWorkload:

@@ -222,6 +222,42 @@ def resident_groups(rt) -> int:
     return max(1, rt.grid_threads(1) // STREAM_BLOCK)
 
 
+class CacheFlush:
+    """A read of `nbytes` of its own data (hash-filled, nothing compressible) through the caches,
+    one pass of the chunk read: what an upload or an earlier kernel left in them is gone after
+    it. The chase's screening sweep reads one in place of a long untimed walk (workloads/chase.py)."""
+
+    @release_on_failure
+    def __init__(self, rt, kernel: StreamKernel, nbytes: int, unroll: int = 8):
+        self.rt, self.groups = rt, resident_groups(rt)
+        step = self.groups * STREAM_BLOCK * unroll
+        self.n_vec = max(step, -(-nbytes // 16 // step) * step)
+        self.reader = rt.compile(kernel.source, {"MODE": MODES["read"], "UNROLL": unroll, "LAYOUT": LAYOUTS["chunk"]},
+                                 kernel.entry, block=STREAM_BLOCK, args="bbuuuu", label="flush")
+        self.src = rt.alloc(self.n_vec * 16)
+        self.dst = rt.alloc(self.groups * STREAM_BLOCK * 16)
+        filler = rt.compile(kernel.source, {"MODE": MODES["fill"], "UNROLL": unroll}, kernel.entry,
+                            block=STREAM_BLOCK, args="bbuuuu", label="fill")
+        try:
+            rt.launch(filler, self.groups, [self.dst, self.src, *self._one_pass()])    # the fill writes its second buffer
+        finally:
+            rt.discard(filler)
+
+    @property
+    def nbytes(self) -> int:
+        return self.n_vec * 16
+
+    def _one_pass(self) -> list:
+        return [np.uint32(1), np.uint32(self.n_vec), np.uint32(0xFFFFFFFF), np.uint32(0)]
+
+    def __call__(self) -> float:
+        return self.rt.launch(self.reader, self.groups, [self.src, self.dst, *self._one_pass()])
+
+    def close(self) -> None:
+        release(self, self.rt.free, "src", "dst")
+        release(self, self.rt.discard, "reader")
+
+
 LAYOUT_TEXT = {
     "chunk": "a resident grid, a contiguous chunk per {group}, passes in the {program}",
     "stride": "a resident grid striding through the buffer, passes in the {program}",
