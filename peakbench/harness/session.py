@@ -238,15 +238,16 @@ class Session:
         self.failed = False
         self.signum: int | None = None
         self._save_failed = False
+        self._rows: dict = {}          # each result's JSON dict, made once (report.result.document)
 
     def save(self) -> None:
-        """The JSON so far, after each test. A FIFO or a stream cannot be rewritten: it gets the
-        JSON once, at the end."""
+        """The JSON so far, after each test, compact (the outputs at the end are indented). A FIFO
+        or a stream cannot be rewritten: it gets the JSON once, at the end."""
         out = self.outputs.get("--json")
         if out is None or not out.replace:
             return
         try:
-            save_json(out, document(self.runs, self.base))
+            save_json(out, document(self.runs, self.base, rows=self._rows), indent=None)
         except ResultFileError as e:       # said once; the save at the end tries again
             if not self._save_failed:
                 self.progress(f"peakbench: error: {e}")
@@ -317,7 +318,7 @@ class Session:
     def write_outputs(self, tables, plot: str | None) -> None:
         """The tables (to the stream `tables`), every output file and the plots, each on its own:
         one that fails is one line on stderr, the others are still written, and the run failed."""
-        doc = document(self.runs, self.base, self.signum is not None)
+        doc = document(self.runs, self.base, self.signum is not None, rows=self._rows)
         docs, outputs = doc["runs"], self.outputs
 
         def print_tables():

@@ -11,7 +11,7 @@ import socket
 import stat
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from peakbench import __version__
@@ -76,10 +76,20 @@ def new_document(options: dict | None = None) -> dict:
             "options": dict(options or {}), "interrupted": False, "runs": []}
 
 
-def document(runs: list[Run], base: dict | None = None, interrupted: bool = False) -> dict:
+def document(runs: list[Run], base: dict | None = None, interrupted: bool = False,
+             rows: dict | None = None) -> dict:
+    """The JSON document of `runs`. `rows`: each result's dict by id(result), kept across calls,
+    so a document rebuilt after every test converts each row once (results do not change)."""
     doc = dict(base or new_document())
     doc["interrupted"] = interrupted
-    doc["runs"] = [asdict(r) for r in runs]
+    rows = {} if rows is None else rows
+
+    def row(result: Result) -> dict:
+        if id(result) not in rows:
+            rows[id(result)] = asdict(result)
+        return rows[id(result)]
+    doc["runs"] = [{**{f.name: getattr(r, f.name) for f in fields(r) if f.name != "results"},
+                    "results": [row(x) for x in r.results]} for r in runs]
     return doc
 
 
@@ -215,9 +225,10 @@ def check_writable(name: str | Path) -> Output:
     return Output(name, path=target, replace=True)
 
 
-def save_json(path: str | Path | Output, doc: dict) -> None:
+def save_json(path: str | Path | Output, doc: dict, indent: int | None = 2) -> None:
+    """`indent=None`: compact, which json encodes in C (the saves during a run; the last one is indented)."""
     out = path if isinstance(path, Output) else check_writable(path)
-    out.write(json.dumps(doc, indent=2) + "\n")
+    out.write(json.dumps(doc, indent=indent) + "\n")
 
 
 def load_json(path: str | Path) -> dict:
