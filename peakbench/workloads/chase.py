@@ -29,6 +29,7 @@ would to its end. On the H200 a sweep stopped at 181 MiB merged the far L2 plate
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -242,20 +243,27 @@ class ChaseSweep:
 
     def _measure_each(self, sizes: list[int], rng, sample_s: float, flushed: set = frozenset()) -> None:
         """Measure `sizes` in order, in one chain buffer for the largest, each launch of sample_s;
-        those in `flushed` after a cache flush rather than an untimed walk."""
+        those in `flushed` after a cache flush rather than an untimed walk. The host makes the
+        next point's chain while the GPU walks this one's (once uploaded, the host array is free):
+        past 128 MiB a chain takes 0.1-0.3 s to make, as long as some walks."""
         if not sizes:
             return
         self.sample_s = sample_s
         self.chaser.reserve(sizes[-1])
         host = np.zeros(sizes[-1] // 4, dtype=np.uint32)          # every chain's words
-        for ws in sizes:
-            self.sizes.append(ws)
-            self.latencies.append(self._measure(ws, rng, host, ws in flushed))
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chase-chain") as maker:
+            made = maker.submit(chase_chain, sizes[0], rng, host)
+            for i, ws in enumerate(sizes):
+                order, nxt = made.result()
+                self.chaser.load(nxt)
+                if i + 1 < len(sizes):
+                    made = maker.submit(chase_chain, sizes[i + 1], rng, host)
+                self.sizes.append(ws)
+                self.latencies.append(self._measure(ws, order, ws in flushed))
 
-    def _measure(self, ws: int, rng, host: np.ndarray, flush: bool = False) -> float:
-        order, nxt = chase_chain(ws, rng, host)
+    def _measure(self, ws: int, order: np.ndarray, flush: bool = False) -> float:
+        """One point, its chain loaded: `order` is the chain's node order."""
         nodes, stride = len(order), LINE // 4
-        self.chaser.load(nxt)
         position = 0
 
         def run(rounds: int) -> float:
