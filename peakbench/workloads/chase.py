@@ -394,7 +394,8 @@ def sweep(rt, kernel: ChaseKernel, max_bytes: int, sample_s: float | None = None
     if screening:
         screen = Screen(min(top, screening_max(rt.info, rt.limits.l2_bytes, caches)), sample_s or SCREEN_SAMPLE_S)
         largest = max(last or 0, rt.limits.l2_bytes if last else 0)
-        if flush and largest and FLUSH_FROM * largest <= screen.max_bytes:
+        # where it reaches twice the last cache, and the flush fits where the sweep's chains do
+        if flush and largest and FLUSH_FROM * largest <= screen.max_bytes and FLUSH_READ * largest <= top:
             flusher = Flush(flush(FLUSH_READ * largest), FLUSH_FROM * largest)
     return ChaseSweep(Chaser(rt, kernel), top, first_level(rt.info), sample_s or SWEEP_SAMPLE_S,
                       partitioned_l2(rt.info), last, caches, screen, flusher)
