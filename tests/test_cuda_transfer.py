@@ -153,6 +153,20 @@ def test_copies_have_the_cuda_kinds_and_pointers(fake):
         w.close()
 
 
+def test_repeated_small_copies_move_successive_parts_of_the_buffers(fake):
+    cp, module, rt = fake
+    w = prepare(module, rt, "transfer.h2d")
+    try:
+        lane = w.lanes[0]
+        lane.device.host[:] = 0
+        quarter = w.nbytes // 4
+        w.run(3, quarter)
+        assert np.array_equal(lane.device.host[:3 * quarter], lane.data[:3 * quarter])
+        assert not lane.device.host[3 * quarter:].any()
+    finally:
+        w.close()
+
+
 def test_bidir_is_timed_between_one_pair_of_events_joining_both_streams(fake):
     cp, module, rt = fake
     w = prepare(module, rt, "transfer.bidir")

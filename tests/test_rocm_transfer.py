@@ -50,20 +50,31 @@ class TransferHip(fake_hip.FakeHip):
         assert int(ptr) in self.host, "not page-locked host memory"
         return FakePointer(int(ptr))
 
+    @staticmethod
+    def _inside(allocations: dict, address: int, nbytes: int):
+        """The bytes at `address` of the allocation holding all `nbytes` of them, or None."""
+        for base, buf in allocations.items():
+            view = memoryview(buf).cast("B")
+            if base <= address and address + nbytes <= base + len(view):
+                return view[address - base:address - base + nbytes]
+        return None
+
     def _bytes(self, ptr, nbytes) -> memoryview:
         if isinstance(ptr, np.ndarray):
+            assert ptr.size >= nbytes, "a copy past the end of a host array"
             return memoryview(ptr).cast("B")[:nbytes]
         address = int(ptr)
-        if address in self.memory:
-            return memoryview(self.memory[address])[:nbytes]
-        assert address in self.host, f"0x{address:x} is neither device nor page-locked host memory"
-        return memoryview(self.host[address]).cast("B")[:nbytes]
+        found = self._inside(self.memory, address, nbytes)
+        if found is None:
+            found = self._inside(self.host, address, nbytes)
+        assert found is not None, f"0x{address:x} + {nbytes} is not inside device or page-locked host memory"
+        return found
 
     @api()
     def hipMemcpyAsync(self, dst, src, nbytes, kind, stream):
-        self.copies.append((kind, nbytes, stream))
+        self.copies.append((kind, nbytes, stream, int(dst) if not isinstance(dst, np.ndarray) else dst.ctypes.data))
         device_side = dst if kind == fake_hip.hipMemcpyKind.hipMemcpyHostToDevice else src
-        assert int(device_side) in self.memory, "the device side of a copy is not device memory"
+        assert self._inside(self.memory, int(device_side), nbytes), "the device side of a copy is not device memory"
         n = nbytes - self.short
         self._bytes(dst, n)[:] = self._bytes(src, n)
 
@@ -83,7 +94,7 @@ class TransferHip(fake_hip.FakeHip):
         if self.ms is None:
             return (end.extra["at"] - start.extra["at"]) * 1e3
         per_stream = {}
-        for _, _, stream in batch:
+        for _, _, stream, _ in batch:
             per_stream[stream.serial] = per_stream.get(stream.serial, 0) + 1
         return self.ms * max(per_stream.values(), default=0)
 
@@ -149,6 +160,22 @@ def test_bidir_puts_each_direction_on_its_own_stream_between_one_pair_of_events(
         names = [c[0] for c in hip.calls]
         assert names[0] == "hipEventRecord" and names[-2:] == ["hipEventSynchronize", "hipEventElapsedTime"]
         assert names.count("hipStreamWaitEvent") == 2      # the second stream after the start, the end after it
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize("kind", [0, 1], ids=["pinned", "pageable"])
+def test_repeated_small_copies_move_successive_parts_of_the_buffers(device, hip, kind):
+    test = TESTS["transfer.d2h"]
+    w = device.prepare(test, test.variants[kind])
+    try:
+        lane, quarter = w.lanes[0], w.nbytes // 4
+        lane.host.array[:] = 0
+        hip.copies.clear()
+        w.run(3, quarter)
+        assert [c[1] for c in hip.copies] == [quarter] * 3
+        assert np.array_equal(lane.host.array[:3 * quarter], lane.data[:3 * quarter])
+        assert not lane.host.array[3 * quarter:].any()
     finally:
         w.close()
 

@@ -172,3 +172,9 @@ def test_the_pattern_is_cheap_deterministic_and_not_constant():
     assert np.array_equal(a, transfer.pattern(1 << 20, 1)) and not np.array_equal(a, transfer.pattern(1 << 20, 2))
     assert len(np.unique(a)) == 256
     assert transfer.pattern(7, 1).size == 7
+
+
+def test_back_to_back_copies_move_different_bytes_until_the_buffer_wraps():
+    assert transfer.offsets(65536, 1 << 20, 5) == [0, 65536, 131072, 196608, 262144]
+    assert transfer.offsets(1 << 20, 1 << 20, 3) == [0, 0, 0]           # the value's size: the whole buffer
+    assert transfer.offsets(100, 250, 5) == [0, 100, 0, 100, 0]          # only whole copies fit

@@ -17,7 +17,8 @@ import cupy as cp
 import numpy as np
 
 from peakbench.kernels import STREAM
-from peakbench.workloads.transfer import HostBuffer, MappedReadWorkload, RuntimeBuffers, TransferWorkload, value_bytes
+from peakbench.workloads.transfer import (HostBuffer, MappedReadWorkload, RuntimeBuffers, TransferWorkload, offsets,
+                                         value_bytes)
 
 # cudaMemcpyKind and cudaHostAlloc flags (CUDA Runtime API, driver_types.h)
 KIND = {"h2d": 1, "d2h": 2}
@@ -69,11 +70,12 @@ class CudaLink(RuntimeBuffers):
             self.rt.free(buf)
 
     def _issue(self, jobs, nbytes: int, repeat: int) -> None:
-        """Job i on stream i; the copies of a stream back to back, the streams side by side."""
-        for _ in range(repeat):
+        """Job i on stream i; the copies of a stream back to back (copy k at offsets()[k]), the
+        streams side by side."""
+        for o in offsets(nbytes, min(host.array.size for _, host, _ in jobs), repeat):
             for (direction, host, device), stream in zip(jobs, self.streams):
                 dst, src = (_pointer(device), host.extra["ptr"]) if direction == "h2d" else (host.extra["ptr"], _pointer(device))
-                cp.cuda.runtime.memcpyAsync(dst, src, nbytes, KIND[direction], stream.ptr)
+                cp.cuda.runtime.memcpyAsync(dst + o, src + o, nbytes, KIND[direction], stream.ptr)
 
     def copy(self, jobs, nbytes: int, repeat: int) -> float:
         if len(jobs) > len(self.streams):

@@ -16,11 +16,20 @@ import numpy as np
 
 from peakbench.kernels import STREAM
 from peakbench.rocm.runtime import DeviceBuffer
-from peakbench.workloads.transfer import HostBuffer, MappedReadWorkload, RuntimeBuffers, TransferWorkload, value_bytes
+from peakbench.workloads.transfer import (HostBuffer, MappedReadWorkload, RuntimeBuffers, TransferWorkload, offsets,
+                                         value_bytes)
 
 
 def support(test, rt) -> str | None:
     return None
+
+
+def _at(memory, offset: int):
+    """`offset` bytes into host or device memory, as hipMemcpyAsync takes it: the object itself at
+    0, else a view of a numpy array or the address of a pointer."""
+    if not offset:
+        return memory
+    return memory[offset:] if isinstance(memory, np.ndarray) else int(memory) + offset
 
 
 class HipLink(RuntimeBuffers):
@@ -63,9 +72,12 @@ class HipLink(RuntimeBuffers):
             self.rt.free(buf)
 
     def _issue(self, jobs, nbytes: int, repeat: int) -> None:
-        for _ in range(repeat):
+        """Job i on stream i; the copies of a stream back to back (copy k at offsets()[k]), the
+        streams side by side."""
+        for o in offsets(nbytes, min(host.array.size for _, host, _ in jobs), repeat):
             for (direction, host, device), stream in zip(jobs, self.streams):
-                dst, src = (device.ptr, host.extra["src"]) if direction == "h2d" else (host.extra["src"], device.ptr)
+                near, far = _at(host.extra["src"], o), _at(device.ptr, o)
+                dst, src = (far, near) if direction == "h2d" else (near, far)
                 self.api.call(self.hip.hipMemcpyAsync, dst, src, nbytes, self.kinds[direction], stream)
 
     def copy(self, jobs, nbytes: int, repeat: int) -> float:

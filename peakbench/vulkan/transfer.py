@@ -16,7 +16,8 @@ import vulkan as vk
 
 from peakbench.vulkan.capabilities import STREAM
 from peakbench.vulkan.device import Buffer
-from peakbench.workloads.transfer import HostBuffer, MappedReadWorkload, RuntimeBuffers, TransferWorkload, value_bytes
+from peakbench.workloads.transfer import (HostBuffer, MappedReadWorkload, RuntimeBuffers, TransferWorkload, offsets,
+                                         value_bytes)
 
 ffi = vk.ffi
 QUEUE_TYPES = vk.VK_QUEUE_GRAPHICS_BIT | vk.VK_QUEUE_COMPUTE_BIT
@@ -106,20 +107,21 @@ class VulkanLink(RuntimeBuffers):
             self.rt.free(buf)
 
     # Copies -----------------------------------------------------------------------------------
-    def _record(self, jobs, nbytes: int, repeat: int, timed: bool):
+    def _record(self, jobs, nbytes: int, at: list[int], timed: bool):
         """Every job's copies in one command buffer, with no barrier between them: the queue may
-        run them at once (one queue: both directions of bidir share it)."""
-        dev, region = self.dev, [vk.VkBufferCopy(0, 0, nbytes)]
+        run them at once (one queue: both directions of bidir share it); a copy at each offset of `at`."""
+        dev = self.dev
+        regions = {o: [vk.VkBufferCopy(o, o, nbytes)] for o in set(at)}
 
         def record(cmd):
             if timed:
                 vk.vkCmdResetQueryPool(cmd, dev.query_pool, 0, 2)
                 vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, dev.query_pool, 0)
-            for _ in range(repeat):
+            for o in at:
                 for direction, host, device in jobs:
                     src = (host.extra.get("staging") or host).handle
                     pair = (src.handle, device.handle) if direction == "h2d" else (device.handle, src.handle)
-                    vk.vkCmdCopyBuffer(cmd, *pair, 1, region)
+                    vk.vkCmdCopyBuffer(cmd, *pair, 1, regions[o])
             if timed:
                 vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev.query_pool, 1)
         return record
@@ -129,8 +131,9 @@ class VulkanLink(RuntimeBuffers):
         if any(host.kind == "pageable" for _, host, _ in jobs):
             return self._staged(jobs, nbytes, repeat)
         timed = bool(dev.timestamp_mask)
+        at = offsets(nbytes, min(host.array.size for _, host, _ in jobs), repeat)
         t0 = time.perf_counter()
-        dev._submit(self._record(jobs, nbytes, repeat, timed))
+        dev._submit(self._record(jobs, nbytes, at, timed))
         wall = time.perf_counter() - t0
         if not timed:
             return wall
@@ -141,17 +144,19 @@ class VulkanLink(RuntimeBuffers):
 
     def _staged(self, jobs, nbytes: int, repeat: int) -> float:
         """Pageable copies: the CPU's memcpy into (or out of) the staging buffer and the GPU's
-        copy, one after the other, `repeat` times; host wall time."""
-        record = self._record(jobs, nbytes, 1, False)
+        copy, one after the other, `repeat` times (copy k at offsets()[k]); host wall time."""
+        at = offsets(nbytes, min(host.array.size for _, host, _ in jobs), repeat)
+        records = {o: self._record(jobs, nbytes, [o], False) for o in set(at)}
         t0 = time.perf_counter()
-        for _ in range(repeat):
+        for o in at:
+            part = slice(o, o + nbytes)
             for direction, host, _ in jobs:
                 if direction == "h2d":
-                    np.copyto(host.extra["staging"].array[:nbytes], host.array[:nbytes])
-            self.dev._submit(record)
+                    np.copyto(host.extra["staging"].array[part], host.array[part])
+            self.dev._submit(records[o])
             for direction, host, _ in jobs:
                 if direction == "d2h":
-                    np.copyto(host.array[:nbytes], host.extra["staging"].array[:nbytes])
+                    np.copyto(host.array[part], host.extra["staging"].array[part])
         return time.perf_counter() - t0
 
     def describe(self, kind: str) -> dict:
