@@ -240,33 +240,42 @@ def test_the_device_sweep_passes_the_last_cache_the_caches_and_the_screen(vulkan
     top = min(chase.CHASE_MAX, stream.working_bytes(rt))
     full, l3 = {"l2": 8 * MIB, "l1": 64 * KIB}, {"l3": 32 * MIB}
     chase.sweep(rt, kernel, stream.working_bytes(rt), caches=full)
-    chase.sweep(rt, kernel, stream.working_bytes(rt), screening=True, caches=l3)
+    chase.sweep(rt, kernel, stream.working_bytes(rt), screening=True, caches=l3, flush=lambda nbytes: nbytes)
     chase.sweep(rt, kernel, stream.working_bytes(rt), sample_s=0.001, screening=True, caches=l3)
     assert made[0] == (top, chase.SWEEP_SAMPLE_S, 8 * MIB, full, None)
     # A screening sweep's own points launch SCREEN_SAMPLE_S, any it goes on to SWEEP_SAMPLE_S.
     assert made[1] == (top, chase.SWEEP_SAMPLE_S, 32 * MIB, l3, chase.Screen(min(top, 128 * MIB), chase.SCREEN_SAMPLE_S))
     assert made[2] == (top, 0.001, 32 * MIB, l3, chase.Screen(min(top, 128 * MIB), 0.001))
-    # A flush of 4 last caches, read from 2, only for a screening sweep that knows its last cache
-    # and reaches twice it (lavapipe reports no L2: the spec's sizes stand in).
-    asked = []
-    flush = lambda nbytes: asked.append(nbytes) or f"flush of {nbytes}"
-    chase.sweep(rt, kernel, stream.working_bytes(rt), caches=full, flush=flush)
-    chase.sweep(rt, kernel, stream.working_bytes(rt), screening=True, caches=full, flush=flush)
-    chase.sweep(rt, kernel, 8 * MIB, screening=True, caches=full, flush=flush)
-    chase.sweep(rt, kernel, 24 * MIB, screening=True, caches=full, flush=flush)     # reaches 16 MiB; 32 do not fit
-    chase.sweep(rt, kernel, stream.working_bytes(rt), screening=True, flush=flush)
-    assert flushes[3:] == [None, chase.Flush(f"flush of {32 * MIB}", 16 * MIB), None, None, None]
-    assert asked == [32 * MIB]
+    assert top <= 128 * MIB and flushes == [None] * 3    # a CPU driver's sweep is walked in full: no flush
 
 
-def test_the_flush_takes_the_larger_of_the_spec_and_api_last_cache(monkeypatch):
-    # The H200: 50 MiB of L2 in its spec, 60 MiB to CUDA: the flush reads 240 MiB, from 120 MiB on.
+def test_a_flush_of_four_last_caches_only_where_a_screening_sweep_has_points_past_its_walk(monkeypatch):
+    # The H200: 50 MiB of L2 in its spec, 60 MiB to CUDA; the walk covers the cycle to 128 MiB.
     made = []
-    monkeypatch.setattr(chase, "Chaser", lambda rt, kernel: None)
+    monkeypatch.setattr(chase, "Chaser", lambda rt, kernel: SimpleNamespace(release=lambda: None))
     monkeypatch.setattr(chase, "ChaseSweep", lambda *args: made.append(args[-1]))
     rt = SimpleNamespace(info=SimpleNamespace(vendor_id=0x10DE, name="NVIDIA H200", kind="gpu"),
                          limits=SimpleNamespace(l2_bytes=60 * MIB))
     kernel = chase.ChaseKernel("mem.cu", "chase", clock_word=2, path="p")
-    chase.sweep(rt, kernel, 512 * MIB, screening=True, caches={"l2": 50 * MIB}, flush=lambda nbytes: nbytes)
-    chase.sweep(rt, kernel, 512 * MIB, screening=True, flush=lambda nbytes: nbytes)
-    assert made == [chase.Flush(240 * MIB, 120 * MIB)] * 2
+    flush = lambda nbytes: nbytes
+    chase.sweep(rt, kernel, 512 * MIB, screening=True, caches={"l2": 50 * MIB}, flush=flush)   # 240 MiB
+    chase.sweep(rt, kernel, 512 * MIB, screening=True, flush=flush)                           # the API's alone
+    chase.sweep(rt, kernel, 512 * MIB, caches={"l2": 50 * MIB}, flush=flush)                  # the full sweep
+    chase.sweep(rt, kernel, 128 * MIB, screening=True, caches={"l2": 50 * MIB}, flush=flush)  # walked in full
+    chase.sweep(rt, kernel, 200 * MIB, screening=True, caches={"l2": 50 * MIB}, flush=flush)  # 240 MiB do not fit
+    chase.sweep(rt, kernel, 512 * MIB, screening=True, flush=None)
+    assert made == [240 * MIB, 240 * MIB, None, None, None, None]
+
+
+def test_a_flush_that_cannot_be_made_releases_the_chaser(monkeypatch):
+    released = []
+    monkeypatch.setattr(chase, "Chaser", lambda rt, kernel: SimpleNamespace(release=lambda: released.append(1)))
+    rt = SimpleNamespace(info=SimpleNamespace(vendor_id=0x10DE, name="NVIDIA H200", kind="gpu"),
+                         limits=SimpleNamespace(l2_bytes=60 * MIB))
+
+    def broken(nbytes):
+        raise MemoryError("out of device memory")
+    with pytest.raises(MemoryError):
+        chase.sweep(rt, chase.ChaseKernel("mem.cu", "chase", clock_word=2, path="p"), 512 * MIB,
+                    screening=True, flush=broken)
+    assert released == [1]

@@ -304,7 +304,7 @@ def test_a_screening_sweep_whose_levels_are_complete_stops_at_its_end(chains):
 
 
 class CountingFlush:
-    nbytes = 100 * MIB
+    nbytes = 200 * MIB
 
     def __init__(self, chaser):
         self.chaser, self.at, self.closed = chaser, [], False
@@ -316,19 +316,21 @@ class CountingFlush:
         self.closed = True
 
 
-def test_a_screening_sweep_flushes_the_caches_past_twice_the_last_one_instead_of_walking(chains):
+def test_a_screening_sweep_flushes_the_caches_where_its_walk_would_not_cover_the_cycle(chains):
     ns = [t if ws <= 100 * MIB else 335.0 for ws, t in zip(H200_SWEEP["working_set_bytes"], H200_SWEEP["ns"])]
     walked_chaser, walked = h200_sweep(chains, ns, 200 * MIB)
     chaser = PlayedChaser(dict(zip(H200_SWEEP["working_set_bytes"], ns)), chains)
     flush = CountingFlush(chaser)
     sweep = chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, True, 50 * MIB, H200_CACHES,
-                             chase.Screen(200 * MIB), chase.Flush(flush, 100 * MIB))
-    past = [ws for ws in sweep.sizes if ws >= 100 * MIB]
+                             chase.Screen(200 * MIB), flush)
+    # The walk's bound, 2^20 loads (over twice the 50 MiB L2's lines), covers the cycle up to 128 MiB.
+    past = [ws for ws in sweep.sizes if ws > 128 * MIB]
     assert sweep.sizes == walked.sizes and past and flush.at == past == sweep.flushed and flush.closed
-    assert sweep.evidence["flush"] == "from 108 MiB a read of 100 MiB of other data through the caches in place of the untimed walk"
+    assert sweep.evidence["flush"] == ("152 MiB-181 MiB: a read of 200 MiB of other data through the caches"
+                                       " in place of the untimed walk")
     for ws in sweep.sizes:
         if ws in past:      # no walk: a launch the last point's round time predicts, then the 3 timed
-            assert walked_chaser.points[ws][0][0] == -(-min(ws // chase.LINE, chase.WARM_LOADS) // chase.ROUND)
+            assert walked_chaser.points[ws][0][0] == chase.WARM_LOADS // chase.ROUND
             assert [r for r, _ in chaser.points[ws]] == [r for r, _ in walked_chaser.points[ws][1:]]
             assert chaser.points[ws][0][1] == 0             # from the chain's first node: nothing walked
         else:
@@ -336,12 +338,40 @@ def test_a_screening_sweep_flushes_the_caches_past_twice_the_last_one_instead_of
     assert sweep.latencies == pytest.approx(walked.latencies) and sweep.complete()
 
 
+def test_an_extended_screening_sweep_walks_the_points_past_its_screen(chains):
+    chaser = PlayedChaser(dict(zip(H200_SWEEP["working_set_bytes"], H200_SWEEP["ns"])), chains)
+    flush = CountingFlush(chaser)
+    sweep = chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, True, 50 * MIB, H200_CACHES,
+                             chase.Screen(200 * MIB), flush)
+    assert sweep.evidence["sweep"].startswith("screening sweep extended to 512 MiB")
+    assert flush.closed and flush.at == sweep.flushed and max(sweep.flushed) <= 200 * MIB
+    assert all(chaser.points[ws][0][0] == chase.WARM_LOADS // chase.ROUND for ws in sweep.sizes if ws > 200 * MIB)
+
+
 def test_a_full_sweep_never_flushes(chains):
     chaser = PlayedChaser(dict(zip(H200_SWEEP["working_set_bytes"], H200_SWEEP["ns"])), chains)
     flush = CountingFlush(chaser)
-    chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, True, 50 * MIB, H200_CACHES, None,
-                     chase.Flush(flush, 100 * MIB))
+    chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, True, 50 * MIB, H200_CACHES, None, flush)
     assert flush.at == [] and flush.closed
+
+
+def test_the_next_chain_is_made_before_a_points_timed_launches(chains, monkeypatch):
+    """The chain thread is idle while launches are timed: a point's three timed launches (its last
+    three) begin only once the next point's chain is made."""
+    made, real = [], chase.chase_chain
+    monkeypatch.setattr(chase, "chase_chain", lambda ws, rng, out=None: made.append(ws) or real(ws, rng, out))
+    seen = []
+
+    class Watching(PlayedChaser):
+        def launch(self, rounds, start):
+            seen.append((self.ws, len(made)))
+            return super().launch(rounds, start)
+    chaser = Watching({ws: 100.0 for ws in chase.working_sets(MIB)}, chains)
+    sweep = chase.ChaseSweep(chaser, MIB, 1, chase.SWEEP_SAMPLE_S)
+    assert made == sweep.sizes and sweep.problem is None
+    for i, ws in enumerate(sweep.sizes):
+        timed = [count for at, count in seen if at == ws][-3:]
+        assert timed == [min(i + 2, len(sweep.sizes))] * 3, (ws, timed)
 
 
 def test_a_screening_sweep_without_a_far_l2_is_complete_where_the_l2_is_not_partitioned(chains):

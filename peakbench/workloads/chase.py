@@ -56,13 +56,13 @@ LINK_BLOCK = 256                 # threads per workgroup of the link kernel (one
 # 1M loads read 333.6-336.6 ns at every working set from 128 to 512 MiB; walks of 16 loads a
 # 64 KiB page (32K-128K loads) read 298 ns at 128 MiB, rising to 332 ns at 512 MiB.
 WARM_LOADS = 1 << 20
-# A screening sweep replaces that walk, from FLUSH_FROM times the last cache on, by a read of
-# FLUSH_READ times it of other data through the caches (stream.CacheFlush): the walk's work there
-# is to push the upload's and the link kernel's lines out of the last cache (the timed loads read
-# DRAM either way), and a read does it in microseconds where 1M dependent loads take 0.35 s. The
-# untimed launch before the timed ones still warms the address translation. The last cache here
-# is the larger of the spec's and the API's (the H200: 50 MiB in its spec, 60 MiB to CUDA).
-FLUSH_FROM, FLUSH_READ = 2, 4
+# Where that bound stops the walk short of the whole cycle (past 128 MiB on the H200), the timed
+# loads touch lines the walk never reached, and the walk's only work is to push the lines the
+# upload and the link kernel left out of the last cache. A screening sweep does that there with a
+# read of FLUSH_READ times the last cache of other data through the caches (stream.CacheFlush):
+# microseconds, where 1M dependent loads take 0.35 s. The last cache here is the larger of the
+# spec's and the API's (the H200: 50 MiB in its spec, 60 MiB to CUDA).
+FLUSH_READ = 4
 # Level names in messages.
 LABELS = {"l2_far": "far L2 partition", "dram": "DRAM"}
 
@@ -191,15 +191,6 @@ class Screen:
     sample_s: float = SCREEN_SAMPLE_S
 
 
-@dataclass(frozen=True)
-class Flush:
-    """A screening sweep's cache flush: `read()` reads `read.nbytes` of other data through the
-    caches (stream.CacheFlush, which `read.close()` releases), in place of the untimed walk at
-    working sets of `from_bytes` and more."""
-    read: object
-    from_bytes: int
-
-
 class ChaseSweep:
     """One pointer chase per working set (working_sets), 4 KiB up to `max_bytes`; shared by every
     latency.* test of a device. Each launch goes on from where the last one stopped, so a working
@@ -213,6 +204,9 @@ class ChaseSweep:
     def __init__(self, chaser, max_bytes: int, first_level: int, sample_s: float = SWEEP_SAMPLE_S,
                  partitioned_l2: bool = False, last_cache: int | None = None, caches: dict | None = None,
                  screen: Screen | None = None, flush=None):
+        """`flush`: a cache flush (stream.CacheFlush: `nbytes`, flush() reads them, close()) that
+        a screening sweep reads in place of the untimed walk where the walk would not cover the
+        cycle (walked_in_full); the sweep closes it."""
         self.chaser, self.first_level, self.partitioned_l2 = chaser, first_level, partitioned_l2
         self.sample_s, self.last_cache, self.caches = sample_s, last_cache, caches
         self.flush = flush
@@ -224,11 +218,13 @@ class ChaseSweep:
         screened = [ws for ws in sizes if screen is None or ws <= screen.max_bytes]
         rest = sizes[len(screened):]
         try:
-            self.flushed = [ws for ws in screened if self.flush and screen and ws >= self.flush.from_bytes]
+            self.flushed = [ws for ws in screened if self.flush and screen and not walked_in_full(ws, last_cache)]
             if self.flushed:
-                self.evidence["flush"] = (f"from {_kib(self.flushed[0])} a read of {_kib(self.flush.read.nbytes)} of"
-                                          f" other data through the caches in place of the untimed walk")
+                self.evidence["flush"] = (f"{_kib(self.flushed[0])}-{_kib(self.flushed[-1])}: a read of"
+                                          f" {_kib(self.flush.nbytes)} of other data through the caches in place of"
+                                          f" the untimed walk")
             self._measure_each(screened, rng, screen.sample_s if screen else sample_s, set(self.flushed))
+            self._close_flush()             # any points past the screen are walked, as the full sweep's
             if screen and rest and screened:
                 if self.complete():
                     self.evidence["sweep"] = f"screening sweep to {_kib(screened[-1])}, where its levels were complete"
@@ -237,15 +233,22 @@ class ChaseSweep:
                                               f"incomplete at {_kib(screened[-1])}")
                     self._measure_each(rest, rng, sample_s)
         finally:
-            chaser.release()
-            if self.flush:
-                self.flush.read.close()
+            try:
+                chaser.release()
+            finally:
+                self._close_flush()
+
+    def _close_flush(self) -> None:
+        flush, self.flush = self.flush, None
+        if flush is not None:
+            flush.close()
 
     def _measure_each(self, sizes: list[int], rng, sample_s: float, flushed: set = frozenset()) -> None:
         """Measure `sizes` in order, in one chain buffer for the largest, each launch of sample_s;
         those in `flushed` after a cache flush rather than an untimed walk. The host makes the
-        next point's chain while the GPU walks this one's (once uploaded, the host array is free):
-        past 128 MiB a chain takes 0.1-0.3 s to make, as long as some walks."""
+        next point's chain while the GPU walks this one's (once uploaded, the host array is free;
+        past 128 MiB a chain takes 0.1-0.3 s to make, as long as some walks), and has made it
+        before the point's timed launches begin, so no thread competes with their launching."""
         if not sizes:
             return
         self.sample_s = sample_s
@@ -259,10 +262,11 @@ class ChaseSweep:
                 if i + 1 < len(sizes):
                     made = maker.submit(chase_chain, sizes[i + 1], rng, host)
                 self.sizes.append(ws)
-                self.latencies.append(self._measure(ws, order, ws in flushed))
+                self.latencies.append(self._measure(ws, order, ws in flushed, made.result))
 
-    def _measure(self, ws: int, order: np.ndarray, flush: bool = False) -> float:
-        """One point, its chain loaded: `order` is the chain's node order."""
+    def _measure(self, ws: int, order: np.ndarray, flush: bool = False, untimed_done=lambda: None) -> float:
+        """One point, its chain loaded: `order` is the chain's node order. `untimed_done()` is
+        called when the untimed walk (or flush) is over, before any launch is timed."""
         nodes, stride = len(order), LINE // 4
         position = 0
 
@@ -277,11 +281,12 @@ class ChaseSweep:
         # line the upload left in the last cache would read it fast (warm_loads).
         warm = 0 if flush else warm_loads(ws, self.last_cache)
         if flush:
-            self.flush.read()
+            self.flush()
         while warm > 0:
             rounds = min(self.chaser.max_rounds, -(-warm // ROUND))
             run(rounds)
             warm -= rounds * ROUND
+        untimed_done()
         rounds = self._length(run)       # its last launch was untimed, at the final length
         times = [run(rounds) for _ in range(3)]
         self.round_s = median(times) / rounds
@@ -381,23 +386,33 @@ def warm_loads(ws: int, last: int | None) -> int:
     return min(ws // LINE, bound)
 
 
+def walked_in_full(ws: int, last: int | None) -> bool:
+    """Whether the untimed walk at working set `ws` covers its whole cycle (warm_loads)."""
+    return warm_loads(ws, last) == ws // LINE
+
+
 def sweep(rt, kernel: ChaseKernel, max_bytes: int, sample_s: float | None = None,
           screening: bool = False, caches: dict | None = None, flush=None) -> ChaseSweep:
     """The latency sweep of a device, 4 KiB up to CHASE_MAX (or `max_bytes`, the stream buffer).
     A screening run stops at screening_max where its levels are complete there, with launches of
     SCREEN_SAMPLE_S; `sample_s`, where given, is every launch's. `caches`: the spec's documented
     sizes (levels.documented_caches). `flush(nbytes)`: makes a cache flush of that size
-    (stream.CacheFlush), which a screening sweep that knows its last cache reads in place of its
-    walks from FLUSH_FROM times it (FLUSH_FROM)."""
+    (stream.CacheFlush), which a screening sweep that knows its last cache reads in place of the
+    untimed walk where that walk would not cover the cycle (FLUSH_READ)."""
     top, screen, flusher = min(CHASE_MAX, max_bytes), None, None
     last = last_cache(rt.info, rt.limits.l2_bytes, caches)
-    if screening:
-        screen = Screen(min(top, screening_max(rt.info, rt.limits.l2_bytes, caches)), sample_s or SCREEN_SAMPLE_S)
-        largest = max(last or 0, rt.limits.l2_bytes if last else 0)
-        # where it reaches twice the last cache, and the flush fits where the sweep's chains do
-        if flush and largest and FLUSH_FROM * largest <= screen.max_bytes and FLUSH_READ * largest <= top:
-            flusher = Flush(flush(FLUSH_READ * largest), FLUSH_FROM * largest)
-    return ChaseSweep(Chaser(rt, kernel), top, first_level(rt.info), sample_s or SWEEP_SAMPLE_S,
+    chaser = Chaser(rt, kernel)
+    try:
+        if screening:
+            screen = Screen(min(top, screening_max(rt.info, rt.limits.l2_bytes, caches)), sample_s or SCREEN_SAMPLE_S)
+            nbytes = FLUSH_READ * max(last or 0, rt.limits.l2_bytes if last else 0)
+            # where a point of the screen is not walked in full, and the flush fits as the chains do
+            if flush and nbytes and not walked_in_full(screen.max_bytes, last) and nbytes <= top:
+                flusher = flush(nbytes)
+    except BaseException:
+        chaser.release()
+        raise
+    return ChaseSweep(chaser, top, first_level(rt.info), sample_s or SWEEP_SAMPLE_S,
                       partitioned_l2(rt.info), last, caches, screen, flusher)
 
 

@@ -231,7 +231,7 @@ class CacheFlush:
     def __init__(self, rt, kernel: StreamKernel, nbytes: int, unroll: int = 8):
         self.rt, self.groups = rt, resident_groups(rt)
         step = self.groups * STREAM_BLOCK * unroll
-        self.n_vec = max(step, -(-nbytes // 16 // step) * step)
+        self.n_vec = max(step, nbytes // 16 // step * step)          # whole steps, at most what was asked
         self.reader = rt.compile(kernel.source, {"MODE": MODES["read"], "UNROLL": unroll, "LAYOUT": LAYOUTS["chunk"]},
                                  kernel.entry, block=STREAM_BLOCK, args="bbuuuu", label="flush")
         self.src = rt.alloc(self.n_vec * 16)
