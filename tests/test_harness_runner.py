@@ -170,6 +170,19 @@ def test_a_load_continues_across_a_short_gap_and_starts_afresh_after_a_long_one(
     assert runner.Load().begin(5.0, 0.0) == 5.0
 
 
+def test_a_load_is_shared_across_1_s_where_its_clock_was_read_and_half_that_where_not():
+    profile = Settings.full()
+    read, unread = runner.Load(), runner.Load()
+    read.begin(10.0, 0), unread.begin(10.0, 0)
+    read.end(11.0, 1980.0)
+    unread.end(11.0, None)
+    assert read.start(11.8, profile) == (10.0, 1980.0)         # 0.8 s: continued, its clock to be checked
+    assert unread.start(11.8, profile) == (11.8, None)         # no reading to check it by: a new load
+    assert unread.start(12.2, profile) == (12.2, None)
+    unread.end(12.5, None)
+    assert unread.start(12.9, profile) == (12.2, None)         # 0.4 s: continued
+
+
 def test_both_profiles_share_warm_ups_and_run_each_tests_own_kernel_first():
     for profile in (Settings.quick(), Settings.full()):
         assert profile.warm_gap_s > 0 and profile.own_warmup_s > 0

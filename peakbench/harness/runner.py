@@ -36,9 +36,10 @@ class Settings:
     budget_s: float = 3.0       # wall time per variant, after warm-up
     max_size: int = 1 << 24
     # A test that starts within this long of the previous test's last launch on the device counts
-    # that test's sustained load towards its warm-up; 0: never. Whether the clock held over the gap
-    # is then read, not assumed (hold): an idle H200 fell from 1980 to 345 MHz within 2 s, and 1 s
-    # covers the host work of one test (a 256 MiB transfer's buffers and checks took 0.5-0.7 s).
+    # that test's sustained load towards its warm-up; 0: never. Where the clock can be read,
+    # whether it held over the gap is read, not assumed (hold): an idle H200 fell from 1980 to
+    # 345 MHz within 2 s, and 1 s covers the host work of one test (a 256 MiB transfer's buffers
+    # and checks took 0.5-0.7 s). Without a clock reading the gap is at most UNCHECKED_GAP_S.
     warm_gap_s: float = 0.0
     # With a shared warm-up, the least each test still runs its own kernel before its samples:
     # the GPU idles while the host checks the kernel, and its clock can fall there unseen (an
@@ -72,6 +73,7 @@ def screening_variants(test, offered: tuple) -> tuple:
     return (offered[0],)
 
 
+UNCHECKED_GAP_S = 0.5  # the longest gap a load is shared over where no clock reading can check it
 CLOCK_HOLD = 0.03     # a shared warm-up holds while the clock is within this of the last test's
 REWARM_CHECK_S = 0.05  # a warm-up again reads the clock this often...
 CLOCK_STILL = 0.01     # ...and ends where it moved less than this (one 15 MHz step at 1980 MHz is 0.8%)
@@ -103,7 +105,8 @@ class Load:
         load is the test's own: `started`, its first variant's, else now."""
         if not settings.warm_gap_s:
             return started or self.begin(now, 0), None
-        began = self.begin(now, settings.warm_gap_s)
+        gap = settings.warm_gap_s if self.mhz else min(settings.warm_gap_s, UNCHECKED_GAP_S)
+        began = self.begin(now, gap)
         return began, (self.mhz if began < now else None)
 
 
