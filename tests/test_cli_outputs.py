@@ -241,3 +241,26 @@ def test_stdout_symlink_and_dangling_link_in_one_real_run(vulkan_backend, tmp_pa
     assert "launch.overhead" in target.read_text() and (tmp_path / "r.md").is_symlink()
     assert "launch.overhead" in (tmp_path / "made.md").read_text()
     assert listing(tmp_path) == ["kept.csv", "made.md", "r.csv", "r.md"]
+
+
+def test_saves_during_a_run_are_compact_convert_each_result_once_and_the_last_is_indented(tmp_path, monkeypatch):
+    from peakbench.harness.session import Session
+    from peakbench.report import result as rr
+    out = rr.check_writable(tmp_path / "r.json")
+    session = Session(rr.new_document(), {"--json": out}, lambda line: None)
+    run = rr.Run("vulkan", {"name": "Test GPU"}, None)
+    session.runs.append(run)
+    converted, real = [], rr.asdict
+    monkeypatch.setattr(rr, "asdict", lambda obj: converted.append(obj.test) or real(obj))
+    for i in range(3):
+        v = float(i + 1)
+        run.results.append(rr.Result(f"memory.t{i}", "ok", "GB/s", value=v,
+                                     stats={"median": v, "min": v, "max": v, "samples": 1, "spread_pct": 0.0}))
+        session.save()
+        text = (tmp_path / "r.json").read_text()
+        assert text.count("\n") == 1 and [r["value"] for r in json.loads(text)["runs"][0]["results"]] == \
+            [float(k + 1) for k in range(i + 1)]
+    session.write_outputs(io.StringIO(), None)
+    text = (tmp_path / "r.json").read_text()
+    assert text.count("\n") > 20 and load_json(tmp_path / "r.json")["runs"][0]["results"][2]["test"] == "memory.t2"
+    assert converted == ["memory.t0", "memory.t1", "memory.t2"]          # each row once, however many saves

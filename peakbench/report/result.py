@@ -78,16 +78,17 @@ def new_document(options: dict | None = None) -> dict:
 
 def document(runs: list[Run], base: dict | None = None, interrupted: bool = False,
              rows: dict | None = None) -> dict:
-    """The JSON document of `runs`. `rows`: each result's dict by id(result), kept across calls,
+    """The JSON document of `runs`. `rows`: (result, its dict) by id(result), kept across calls,
     so a document rebuilt after every test converts each row once (results do not change)."""
     doc = dict(base or new_document())
     doc["interrupted"] = interrupted
     rows = {} if rows is None else rows
 
     def row(result: Result) -> dict:
-        if id(result) not in rows:
-            rows[id(result)] = asdict(result)
-        return rows[id(result)]
+        kept = rows.get(id(result))
+        if kept is None or kept[0] is not result:      # holding the result keeps its id its own
+            kept = rows[id(result)] = (result, asdict(result))
+        return kept[1]
     doc["runs"] = [{**{f.name: getattr(r, f.name) for f in fields(r) if f.name != "results"},
                     "results": [row(x) for x in r.results]} for r in runs]
     return doc
