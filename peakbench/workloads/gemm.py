@@ -192,7 +192,8 @@ class GemmWorkload:
                        "accumulate": accumulator, "output": test.output, "layout": "TN (A row-major M x K, "
                        "B column-major K x N, D column-major)", "data": "random, |x| in [0.5, 2)"
                        if operand != "int8" else "random int8",
-                       "made": "on the device (gemm_fill: lowbias32 of each word's index, masked to the type)"}
+                       "made": "on the device (gemm_fill.cu: word w is lowbias32 of the operand's offset + w,"
+                               " masked to the type in the library's encoding)"}
         self.evidence = dict(gemm.prepare(self.types, m, n, k, self.a, self.b))
 
     def run(self, size: int) -> float:
