@@ -100,9 +100,9 @@ def test_pinned_bytes_arrive_exactly_through_cupy(request):
             back = link.host(n, "pinned")
             dev = link.device(n)
             host.array[:] = pattern(n, 7)
-            link.copy([("h2d", host, dev)], n, 1)
+            link.copy([("h2d", host, dev)], n, [0])
             assert np.array_equal(cp.asnumpy(dev), pattern(n, 7))
-            seconds = link.copy([("d2h", back, dev)], n, 2)
+            seconds = link.copy([("d2h", back, dev)], n, [0, 0])
             assert np.array_equal(back.array, pattern(n, 7)) and seconds > 0
             link.close()
         finally:

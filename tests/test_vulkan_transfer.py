@@ -77,7 +77,7 @@ def test_pageable_memory_is_numpy_staged_and_timed_on_the_host(vulkan_device, vk
 def test_a_copy_of_too_few_bytes_fails_the_verification(vulkan_device, vk_transfer, name, monkeypatch):
     copy = vk_transfer.VulkanLink.copy
     monkeypatch.setattr(vk_transfer.VulkanLink, "copy",
-                        lambda self, jobs, nbytes, repeat: copy(self, jobs, nbytes - 16 if nbytes > 65536 else nbytes, repeat))
+                        lambda self, jobs, nbytes, at: copy(self, jobs, nbytes - 16 if nbytes > 65536 else nbytes, at))
     result = run_test(vulkan_device, TESTS[name], QUICK, lambda line: None)
     assert result.status == "failed"
     assert "guard iterations: variant pinned: output after" in result.reason

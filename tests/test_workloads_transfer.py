@@ -41,16 +41,19 @@ class NumpyLink:
     def clear_device(self, buf):
         buf[:] = 0
 
-    def copy(self, jobs, nbytes, repeat):
-        self.calls.append(([j[0] for j in jobs], nbytes, repeat))
+    def copy(self, jobs, nbytes, at):
+        self.calls.append(([j[0] for j in jobs], nbytes, len(at)))
+        self.offsets = list(at)
         moved = 0 if self.fault == "none" else nbytes // 2 if self.fault == "short" and nbytes > 65536 else nbytes
         h2d = next((host for d, host, _ in jobs if d == "h2d"), None)
-        for direction, host, device in jobs:
-            if direction == "h2d" or self.fault == "crossed":
-                device[:moved] = (h2d or host).array[:moved]
-            else:
-                host.array[:moved] = device[:moved]
-        return repeat * nbytes / GBS
+        for o in at:
+            part = slice(o, o + moved)
+            for direction, host, device in jobs:
+                if direction == "h2d" or self.fault == "crossed":
+                    device[part] = (h2d or host).array[part]
+                else:
+                    host.array[part] = device[part]
+        return len(at) * nbytes / GBS
 
     def describe(self, kind):
         return {"host_memory": kind}
@@ -178,3 +181,9 @@ def test_back_to_back_copies_move_different_bytes_until_the_buffer_wraps():
     assert transfer.offsets(65536, 1 << 20, 5) == [0, 65536, 131072, 196608, 262144]
     assert transfer.offsets(1 << 20, 1 << 20, 3) == [0, 0, 0]           # the value's size: the whole buffer
     assert transfer.offsets(100, 250, 5) == [0, 100, 0, 100, 0]          # only whole copies fit
+    w, link = make("transfer.d2h")
+    quarter = w.nbytes // 4
+    w.run(6, quarter)                     # what a size sweep's launch asks of the link
+    assert link.offsets == [0, quarter, 2 * quarter, 3 * quarter, 0, quarter]
+    w.run(2)
+    assert link.offsets == [0, 0]

@@ -17,8 +17,7 @@ import cupy as cp
 import numpy as np
 
 from peakbench.kernels import STREAM
-from peakbench.workloads.transfer import (HostBuffer, MappedReadWorkload, RuntimeBuffers, TransferWorkload, offsets,
-                                         value_bytes)
+from peakbench.workloads.transfer import HostBuffer, MappedReadWorkload, RuntimeBuffers, TransferWorkload, value_bytes
 
 # cudaMemcpyKind and cudaHostAlloc flags (CUDA Runtime API, driver_types.h)
 KIND = {"h2d": 1, "d2h": 2}
@@ -69,29 +68,29 @@ class CudaLink(RuntimeBuffers):
         else:
             self.rt.free(buf)
 
-    def _issue(self, jobs, nbytes: int, repeat: int) -> None:
-        """Job i on stream i; the copies of a stream back to back (copy k at offsets()[k]), the
-        streams side by side."""
-        for o in offsets(nbytes, min(host.array.size for _, host, _ in jobs), repeat):
+    def _issue(self, jobs, nbytes: int, at: list[int]) -> None:
+        """Job i on stream i; the copies of a stream back to back (one at each offset of `at`),
+        the streams side by side."""
+        for o in at:
             for (direction, host, device), stream in zip(jobs, self.streams):
                 dst, src = (_pointer(device), host.extra["ptr"]) if direction == "h2d" else (host.extra["ptr"], _pointer(device))
                 cp.cuda.runtime.memcpyAsync(dst + o, src + o, nbytes, KIND[direction], stream.ptr)
 
-    def copy(self, jobs, nbytes: int, repeat: int) -> float:
+    def copy(self, jobs, nbytes: int, at: list[int]) -> float:
         if len(jobs) > len(self.streams):
             raise ValueError(f"{len(jobs)} copies at once, {len(self.streams)} streams")
         first, others = self.streams[0], self.streams[1:len(jobs)]
         with self.rt.device:
             if any(host.kind == "pageable" for _, host, _ in jobs):
                 t0 = time.perf_counter()
-                self._issue(jobs, nbytes, repeat)
+                self._issue(jobs, nbytes, at)
                 for stream in self.streams[:len(jobs)]:
                     stream.synchronize()
                 return time.perf_counter() - t0
             self.start.record(first)
             for stream in others:                  # the second stream starts after the start event
                 stream.wait_event(self.start)
-            self._issue(jobs, nbytes, repeat)
+            self._issue(jobs, nbytes, at)
             for stream in others:                  # and the end event waits for it
                 self.joined.record(stream)
                 first.wait_event(self.joined)

@@ -16,8 +16,7 @@ import numpy as np
 
 from peakbench.kernels import STREAM
 from peakbench.rocm.runtime import DeviceBuffer
-from peakbench.workloads.transfer import (HostBuffer, MappedReadWorkload, RuntimeBuffers, TransferWorkload, offsets,
-                                         value_bytes)
+from peakbench.workloads.transfer import HostBuffer, MappedReadWorkload, RuntimeBuffers, TransferWorkload, value_bytes
 
 
 def support(test, rt) -> str | None:
@@ -71,23 +70,23 @@ class HipLink(RuntimeBuffers):
         else:
             self.rt.free(buf)
 
-    def _issue(self, jobs, nbytes: int, repeat: int) -> None:
-        """Job i on stream i; the copies of a stream back to back (copy k at offsets()[k]), the
-        streams side by side."""
-        for o in offsets(nbytes, min(host.array.size for _, host, _ in jobs), repeat):
+    def _issue(self, jobs, nbytes: int, at: list[int]) -> None:
+        """Job i on stream i; the copies of a stream back to back (one at each offset of `at`),
+        the streams side by side."""
+        for o in at:
             for (direction, host, device), stream in zip(jobs, self.streams):
                 near, far = _at(host.extra["src"], o), _at(device.ptr, o)
                 dst, src = (far, near) if direction == "h2d" else (near, far)
                 self.api.call(self.hip.hipMemcpyAsync, dst, src, nbytes, self.kinds[direction], stream)
 
-    def copy(self, jobs, nbytes: int, repeat: int) -> float:
+    def copy(self, jobs, nbytes: int, at: list[int]) -> float:
         if len(jobs) > len(self.streams):
             raise ValueError(f"{len(jobs)} copies at once, {len(self.streams)} streams")
         call, hip = self.api.call, self.hip
         first, others = self.streams[0], self.streams[1:len(jobs)]
         if any(host.kind == "pageable" for _, host, _ in jobs):
             t0 = time.perf_counter()
-            self._issue(jobs, nbytes, repeat)
+            self._issue(jobs, nbytes, at)
             for stream in self.streams[:len(jobs)]:
                 call(hip.hipStreamSynchronize, stream)
             return time.perf_counter() - t0
@@ -95,7 +94,7 @@ class HipLink(RuntimeBuffers):
         call(hip.hipEventRecord, start, first)
         for stream in others:
             call(hip.hipStreamWaitEvent, stream, start, 0)
-        self._issue(jobs, nbytes, repeat)
+        self._issue(jobs, nbytes, at)
         for stream in others:
             call(hip.hipEventRecord, joined, stream)
             call(hip.hipStreamWaitEvent, first, joined, 0)

@@ -16,8 +16,7 @@ import vulkan as vk
 
 from peakbench.vulkan.capabilities import STREAM
 from peakbench.vulkan.device import Buffer
-from peakbench.workloads.transfer import (HostBuffer, MappedReadWorkload, RuntimeBuffers, TransferWorkload, offsets,
-                                         value_bytes)
+from peakbench.workloads.transfer import HostBuffer, MappedReadWorkload, RuntimeBuffers, TransferWorkload, value_bytes
 
 ffi = vk.ffi
 QUEUE_TYPES = vk.VK_QUEUE_GRAPHICS_BIT | vk.VK_QUEUE_COMPUTE_BIT
@@ -126,12 +125,11 @@ class VulkanLink(RuntimeBuffers):
                 vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev.query_pool, 1)
         return record
 
-    def copy(self, jobs, nbytes: int, repeat: int) -> float:
+    def copy(self, jobs, nbytes: int, at: list[int]) -> float:
         dev = self.dev
         if any(host.kind == "pageable" for _, host, _ in jobs):
-            return self._staged(jobs, nbytes, repeat)
+            return self._staged(jobs, nbytes, at)
         timed = bool(dev.timestamp_mask)
-        at = offsets(nbytes, min(host.array.size for _, host, _ in jobs), repeat)
         t0 = time.perf_counter()
         dev._submit(self._record(jobs, nbytes, at, timed))
         wall = time.perf_counter() - t0
@@ -142,10 +140,9 @@ class VulkanLink(RuntimeBuffers):
                                  vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
         return ((ticks[1] - ticks[0]) & dev.timestamp_mask) * dev.caps.timestamp_period_ns * 1e-9
 
-    def _staged(self, jobs, nbytes: int, repeat: int) -> float:
+    def _staged(self, jobs, nbytes: int, at: list[int]) -> float:
         """Pageable copies: the CPU's memcpy into (or out of) the staging buffer and the GPU's
-        copy, one after the other, `repeat` times (copy k at offsets()[k]); host wall time."""
-        at = offsets(nbytes, min(host.array.size for _, host, _ in jobs), repeat)
+        copy, one after the other, at each offset of `at`; host wall time."""
         records = {o: self._record(jobs, nbytes, [o], False) for o in set(at)}
         t0 = time.perf_counter()
         for o in at:

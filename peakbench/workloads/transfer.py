@@ -10,9 +10,9 @@ A link is:
     write_device(buf, data), read_device(buf, nbytes) -> np.ndarray, clear_device(buf)
                                      contents by another path than copy() (the reference's way in and out,
                                      and zeros; RuntimeBuffers gives these four through the link's runtime)
-    copy(jobs, nbytes, repeat) -> s  every job (direction, HostBuffer, device buffer) at once, each on
-                                     its own stream or queue, `repeat` copies of `nbytes` back to back,
-                                     copy k at byte offset offsets(...)[k] of both buffers; the seconds
+    copy(jobs, nbytes, at) -> s      every job (direction, HostBuffer, device buffer) at once, each on
+                                     its own stream or queue: copies of `nbytes` back to back, one at
+                                     each byte offset of `at` in both buffers (offsets()); the seconds
                                      from the first copy's start to the last one's end
     describe(kind) -> dict           what the host memory, the engine and the timer are (params)
     release(buf), close()
@@ -153,7 +153,8 @@ class TransferWorkload:
         return [(lane.direction, lane.host, lane.device) for lane in self.lanes]
 
     def run(self, size: int, nbytes: int | None = None) -> float:
-        return self.link.copy(self.jobs(), nbytes or self.nbytes, size)
+        nbytes = nbytes or self.nbytes
+        return self.link.copy(self.jobs(), nbytes, offsets(nbytes, self.nbytes, size))
 
     def items(self, size: int, nbytes: int | None = None) -> int:
         return size * (nbytes or self.nbytes) * len(self.lanes)
