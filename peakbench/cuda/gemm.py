@@ -18,7 +18,7 @@ import numpy as np
 
 from peakbench.backend import Unsupported
 from peakbench.kernels import gemm as lt
-from peakbench.workloads.gemm import OperandFill, workload_of
+from peakbench.workloads.gemm import workload_of
 
 API = lt.Api(
     name="cuBLASLt", prefix="cublasLt", sonames=(),
@@ -97,16 +97,12 @@ class CudaGemm(lt.LtGemm):
 
     def __init__(self, rt, lib):
         import cupy
-        super().__init__(API, lib)
+        super().__init__(API, lib, rt)
         self.cp, self.rt, self.stream = cupy, rt, rt.stream.ptr
         self._start, self._end = cupy.cuda.Event(), cupy.cuda.Event()
-        self._fill = OperandFill(rt)
 
     def alloc(self, nbytes: int):
         return self.rt.alloc(nbytes)           # a CuPy byte array, which the fill kernel takes too
-
-    def fill(self, buf, operand) -> None:
-        self._fill(buf, operand, self.form(operand))
 
     def pointer(self, buf) -> int:
         return buf.data.ptr
@@ -136,12 +132,6 @@ class CudaGemm(lt.LtGemm):
 
     def free(self, buf) -> None:
         """CuPy frees a buffer with its last reference (close() drops them)."""
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            self._fill.close()
 
     def version(self) -> str:
         get = self.lib.cublasLtGetVersion

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from peakbench.backend import Unsupported
-from peakbench.workloads.gemm import STORAGE
+from peakbench.workloads.gemm import STORAGE, OperandFill
 
 CANDIDATES = 8            # algorithms asked of the heuristic
 TRIAL_GEMMS = 3           # GEMMs timed per candidate (after one untimed)
@@ -154,15 +154,17 @@ class Plan:
 
 
 class LtGemm:
-    """The GEMM object of workloads/gemm.py over one BLASLt library. A backend supplies the hooks:
-    alloc(nbytes) -> buffer, pointer(buffer) -> int, upload(buffer, array), fill(buffer, operand)
-    (the operand made in the buffer, in the WordForm form(operand) gives), zero(buffer),
-    timed(calls) -> GPU seconds of calls() on `stream`, read(buffer, indices, dtype), free()."""
+    """The GEMM object of workloads/gemm.py over one BLASLt library, on a runtime `rt` whose
+    buffers the library addresses and whose kernels make the operands (fill). A backend supplies
+    the hooks: alloc(nbytes) -> buffer, pointer(buffer) -> int, upload(buffer, array),
+    zero(buffer), timed(calls) -> GPU seconds of calls() on `stream`, read(buffer, indices, dtype),
+    free(); and form(operand) where the library reads an operand's words otherwise."""
     stream = 0
 
-    def __init__(self, api: Api, lib):
+    def __init__(self, api: Api, lib, rt=None):
         self.api, self.lib, self.lt, self.buffers = api, lib, None, {}
         self.algo = 0
+        self._fill = OperandFill(rt) if rt is not None else None
 
     def prepare(self, types, m: int, n: int, k: int, a, b) -> dict:
         """`a`, `b`: the operands (workloads/gemm.py Operand), made in device buffers by fill()."""
@@ -213,6 +215,10 @@ class LtGemm:
         """The operand's words as the library reads them (the host's encoding unless a backend differs)."""
         return operand.form()
 
+    def fill(self, buf, operand) -> None:
+        """The operand made in `buf` by the runtime's fill kernel, in the library's encoding."""
+        self._fill(buf, operand, self.form(operand))
+
     def version(self) -> str:
         return self.api.name
 
@@ -228,3 +234,5 @@ class LtGemm:
             for buf in self.buffers.values():
                 self.free(buf)
             self.buffers.clear()
+            if self._fill is not None:
+                self._fill.close()

@@ -16,7 +16,7 @@ import numpy as np
 from peakbench.backend import Unsupported
 from peakbench.kernels import gemm as lt
 from peakbench.rocm import targets
-from peakbench.workloads.gemm import OperandFill, workload_of
+from peakbench.workloads.gemm import workload_of
 
 API = lt.Api(
     name="hipBLASLt", prefix="hipblasLt", sonames=("libhipblaslt.so.1", "libhipblaslt.so.0", "libhipblaslt.so",
@@ -88,12 +88,11 @@ class HipGemm(lt.LtGemm):
     """hipBLASLt over the ROCm runtime's buffers (runtime.DeviceBuffer) and stream."""
 
     def __init__(self, rt, lib):
-        super().__init__(api_for(rt.arch), lib)
+        super().__init__(api_for(rt.arch), lib, rt)
         self.rt, self.hip = rt, rt.hip
         self.stream = int(rt.stream) if rt.stream is not None else 0
         self._start = rt.api.call(self.hip.hipEventCreate)
         self._end = rt.api.call(self.hip.hipEventCreate)
-        self._fill = OperandFill(rt)
 
     def alloc(self, nbytes: int):
         return self.rt.alloc(nbytes)
@@ -106,9 +105,6 @@ class HipGemm(lt.LtGemm):
         if operand.kind == "fp8_e4m3" and self.api.data["fp8_e4m3"] == FP8_FNUZ:
             return dataclasses.replace(form, add=(FNUZ_ADD, FNUZ_ADD))
         return form
-
-    def fill(self, buf, operand) -> None:
-        self._fill(buf, operand, self.form(operand))
 
     def upload(self, buf, values: np.ndarray) -> None:
         self.rt.upload(buf, np.ascontiguousarray(values).tobytes())
@@ -143,7 +139,6 @@ class HipGemm(lt.LtGemm):
         try:
             super().close()
         finally:
-            self._fill.close()
             for event in (self._start, self._end):
                 if event is not None:
                     self.rt.api.call(self.hip.hipEventDestroy, event)

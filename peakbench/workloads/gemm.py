@@ -112,16 +112,13 @@ class Operand:
         size, keep, fixed = FLOAT_BITS[self.kind]
         return WordForm(_pair(keep, size), _pair(fixed, size))
 
-    def host_words(self, index: np.ndarray, form: WordForm | None = None) -> np.ndarray:
-        """The words at `index` (uint32 word indices), as the fill kernel makes them in `form`."""
-        index = np.asarray(index, np.uint32)
-        return (form or self.form()).apply(hash32(index + np.uint32(self.offset)), index)
-
     def host_rows(self, rows) -> np.ndarray:
-        """Rows `rows` of the operand, (len(rows), cols), in the kind's storage type."""
+        """Rows `rows` of the operand, (len(rows), cols), in the kind's storage type: the words the
+        fill kernel makes at those rows' word indices."""
         per_row = self.cols * self.itemsize // 4
         index = np.asarray(rows, np.uint32)[:, None] * np.uint32(per_row) + np.arange(per_row, dtype=np.uint32)
-        return self.host_words(index).view(STORAGE[self.kind]).reshape(len(index), self.cols)
+        words = self.form().apply(hash32(index + np.uint32(self.offset)), index)
+        return words.view(STORAGE[self.kind]).reshape(len(index), self.cols)
 
 
 class OperandFill:
