@@ -249,22 +249,42 @@ def test_the_device_sweep_passes_the_last_cache_the_caches_and_the_screen(vulkan
     assert top <= 128 * MIB and flushes == [None] * 3    # a CPU driver's sweep is walked in full: no flush
 
 
-def test_a_flush_of_four_last_caches_only_where_a_screening_sweep_has_points_past_its_walk(monkeypatch):
+def test_a_flush_of_four_last_caches_only_where_a_screening_sweep_has_points_to_flush(monkeypatch):
     # The H200: 50 MiB of L2 in its spec, 60 MiB to CUDA; the walk covers the cycle to 128 MiB.
     made = []
     monkeypatch.setattr(chase, "Chaser", lambda rt, kernel: SimpleNamespace(release=lambda: None))
-    monkeypatch.setattr(chase, "ChaseSweep", lambda *args: made.append(args[-1]))
-    rt = SimpleNamespace(info=SimpleNamespace(vendor_id=0x10DE, name="NVIDIA H200", kind="gpu"),
-                         limits=SimpleNamespace(l2_bytes=60 * MIB))
+    monkeypatch.setattr(chase, "ChaseSweep", lambda *args: made.append((args[-2].flush_from if args[-2] else None,
+                                                                        args[-1])))
     kernel = chase.ChaseKernel("mem.cu", "chase", clock_word=2, path="p")
     flush = lambda nbytes: nbytes
-    chase.sweep(rt, kernel, 512 * MIB, screening=True, caches={"l2": 50 * MIB}, flush=flush)   # 240 MiB
-    chase.sweep(rt, kernel, 512 * MIB, screening=True, flush=flush)                           # the API's alone
-    chase.sweep(rt, kernel, 512 * MIB, caches={"l2": 50 * MIB}, flush=flush)                  # the full sweep
-    chase.sweep(rt, kernel, 128 * MIB, screening=True, caches={"l2": 50 * MIB}, flush=flush)  # walked in full
-    chase.sweep(rt, kernel, 200 * MIB, screening=True, caches={"l2": 50 * MIB}, flush=flush)  # 240 MiB do not fit
-    chase.sweep(rt, kernel, 512 * MIB, screening=True, flush=None)
-    assert made == [240 * MIB, 240 * MIB, None, None, None, None]
+
+    def gpu(vendor_id, l2_bytes):
+        return SimpleNamespace(info=SimpleNamespace(vendor_id=vendor_id, name="a GPU", kind="gpu"),
+                               limits=SimpleNamespace(l2_bytes=l2_bytes))
+    h200 = gpu(0x10DE, 60 * MIB)
+    chase.sweep(h200, kernel, 512 * MIB, screening=True, caches={"l2": 50 * MIB}, flush=flush)   # 240 MiB
+    chase.sweep(h200, kernel, 512 * MIB, screening=True, flush=flush)                           # the API's alone
+    chase.sweep(h200, kernel, 512 * MIB, caches={"l2": 50 * MIB}, flush=flush)                  # the full sweep
+    chase.sweep(h200, kernel, 128 * MIB, screening=True, caches={"l2": 50 * MIB}, flush=flush)  # 240 MiB do not fit
+    chase.sweep(h200, kernel, 200 * MIB, screening=True, caches={"l2": 50 * MIB}, flush=flush)  # nor here
+    chase.sweep(h200, kernel, 512 * MIB, screening=True, flush=None)
+    assert made == [(90 * MIB, 240 * MIB), (90 * MIB, 240 * MIB), (None, None), (90 * MIB, None),
+                    (90 * MIB, None), (90 * MIB, None)]
+    # A 20 MiB L2: the screen ends at 128 MiB, walked in full, so only NVIDIA's flush from 30 MiB flushes.
+    made.clear()
+    chase.sweep(gpu(0x10DE, 20 * MIB), kernel, 512 * MIB, screening=True, flush=flush)
+    chase.sweep(gpu(0x1002, 20 * MIB), kernel, 512 * MIB, screening=True, caches={"l2": 20 * MIB}, flush=flush)
+    assert made == [(30 * MIB, 80 * MIB), (None, None)]
+
+
+def test_a_screen_flushes_past_its_walk_and_from_its_flush_from():
+    walk_end = chase.WARM_LOADS * chase.LINE                      # 128 MiB: the last cache is smaller
+    assert chase.walked_in_full(walk_end, 50 * MIB) and not chase.walked_in_full(walk_end + chase.LINE, 50 * MIB)
+    plain, from_90 = chase.Screen(200 * MIB), chase.Screen(200 * MIB, flush_from=90 * MIB)
+    assert [plain.flushes(ws, 50 * MIB) for ws in (89 * MIB, 90 * MIB, walk_end, walk_end + chase.LINE)] == \
+        [False, False, False, True]
+    assert [from_90.flushes(ws, 50 * MIB) for ws in (89 * MIB, 90 * MIB, walk_end, walk_end + chase.LINE)] == \
+        [False, True, True, True]
 
 
 def test_a_flush_that_cannot_be_made_releases_the_chaser(monkeypatch):

@@ -338,6 +338,26 @@ def test_a_screening_sweep_flushes_the_caches_where_its_walk_would_not_cover_the
     assert sweep.latencies == pytest.approx(walked.latencies) and sweep.complete()
 
 
+def test_a_screening_sweep_flushes_from_its_flush_from_where_its_walk_covers_the_cycle(chains):
+    # On NVIDIA a screening sweep flushes from 1.5x the larger L2 (CUDA's 60 MiB): 90 MiB and up.
+    ns = [t if ws <= 100 * MIB else 335.0 for ws, t in zip(H200_SWEEP["working_set_bytes"], H200_SWEEP["ns"])]
+    walked_chaser, walked = h200_sweep(chains, ns, 200 * MIB)
+    chaser = PlayedChaser(dict(zip(H200_SWEEP["working_set_bytes"], ns)), chains)
+    flush = CountingFlush(chaser)
+    sweep = chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, True, 50 * MIB, H200_CACHES,
+                             chase.Screen(200 * MIB, flush_from=90 * MIB), flush)
+    from_90 = [ws for ws in sweep.sizes if ws >= 90 * MIB]
+    assert from_90[0] < 128 * MIB and flush.at == from_90 == sweep.flushed and flush.closed
+    assert sweep.evidence["flush"].startswith("90.5 MiB-181 MiB: a read of 200 MiB")
+    for ws in sweep.sizes:
+        if ws in from_90:
+            assert [r for r, _ in chaser.points[ws]] == [r for r, _ in walked_chaser.points[ws][1:]]
+            assert chaser.points[ws][0][1] == 0
+        else:
+            assert chaser.points[ws] == walked_chaser.points[ws]
+    assert sweep.latencies == pytest.approx(walked.latencies) and sweep.complete()
+
+
 def test_an_extended_screening_sweep_walks_the_points_past_its_screen(chains):
     chaser = PlayedChaser(dict(zip(H200_SWEEP["working_set_bytes"], H200_SWEEP["ns"])), chains)
     flush = CountingFlush(chaser)

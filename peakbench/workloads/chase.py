@@ -63,6 +63,12 @@ WARM_LOADS = 1 << 20
 # microseconds, where 1M dependent loads take 0.35 s. The last cache here is the larger of the
 # spec's and the API's (the H200: 50 MiB in its spec, 60 MiB to CUDA).
 FLUSH_READ = 4
+# On NVIDIA, from FLUSH_FROM times that last cache a screening sweep flushes too where the walk
+# does cover the cycle: there the walked steady state is DRAM's already, so reading the chain from
+# a cold cache reads the same. The H200's walked points: 313-318 ns at 64 MiB (the ramp), 336-345 ns
+# at 76 MiB and up, at the plateau (Vulkan and CUDA, 2026-12-01). Elsewhere (a CPU's caches, AMD's
+# Infinity Cache) how many lines a walk keeps past its cache has not been measured.
+FLUSH_FROM = 1.5
 # Level names in messages.
 LABELS = {"l2_far": "far L2 partition", "dram": "DRAM"}
 
@@ -186,9 +192,15 @@ class Chaser:
 
 @dataclass(frozen=True)
 class Screen:
-    """A screening sweep: where it stops if its levels are complete there, and its launches' GPU time."""
+    """A screening sweep: where it stops if its levels are complete there, its launches' GPU time,
+    and the smallest working set it flushes the caches at where the walk covers the cycle (None:
+    it flushes only where the walk does not: walked_in_full)."""
     max_bytes: int
     sample_s: float = SCREEN_SAMPLE_S
+    flush_from: int | None = None
+
+    def flushes(self, ws: int, last: int | None) -> bool:
+        return not walked_in_full(ws, last) or (self.flush_from is not None and ws >= self.flush_from)
 
 
 class ChaseSweep:
@@ -205,8 +217,8 @@ class ChaseSweep:
                  partitioned_l2: bool = False, last_cache: int | None = None, caches: dict | None = None,
                  screen: Screen | None = None, flush=None):
         """`flush`: a cache flush (stream.CacheFlush: `nbytes`, flush() reads them, close()) that
-        a screening sweep reads in place of the untimed walk where the walk would not cover the
-        cycle (walked_in_full); the sweep closes it."""
+        a screening sweep reads in place of the untimed walk where Screen.flushes says; the sweep
+        closes it."""
         self.chaser, self.first_level, self.partitioned_l2 = chaser, first_level, partitioned_l2
         self.sample_s, self.last_cache, self.caches = sample_s, last_cache, caches
         self.flush = flush
@@ -218,7 +230,7 @@ class ChaseSweep:
         screened = [ws for ws in sizes if screen is None or ws <= screen.max_bytes]
         rest = sizes[len(screened):]
         try:
-            self.flushed = [ws for ws in screened if self.flush and screen and not walked_in_full(ws, last_cache)]
+            self.flushed = [ws for ws in screened if self.flush and screen and screen.flushes(ws, last_cache)]
             if self.flushed:
                 self.evidence["flush"] = (f"{_kib(self.flushed[0])}-{_kib(self.flushed[-1])}: a read of"
                                           f" {_kib(self.flush.nbytes)} of other data through the caches in place of"
@@ -398,16 +410,19 @@ def sweep(rt, kernel: ChaseKernel, max_bytes: int, sample_s: float | None = None
     SCREEN_SAMPLE_S; `sample_s`, where given, is every launch's. `caches`: the spec's documented
     sizes (levels.documented_caches). `flush(nbytes)`: makes a cache flush of that size
     (stream.CacheFlush), which a screening sweep that knows its last cache reads in place of the
-    untimed walk where that walk would not cover the cycle (FLUSH_READ)."""
+    untimed walk where that walk would not cover the cycle, and on NVIDIA from FLUSH_FROM times
+    the last cache (FLUSH_READ)."""
     top, screen, flusher = min(CHASE_MAX, max_bytes), None, None
     last = last_cache(rt.info, rt.limits.l2_bytes, caches)
+    largest = max(last or 0, rt.limits.l2_bytes if last else 0)
     chaser = Chaser(rt, kernel)
     try:
         if screening:
-            screen = Screen(min(top, screening_max(rt.info, rt.limits.l2_bytes, caches)), sample_s or SCREEN_SAMPLE_S)
-            nbytes = FLUSH_READ * max(last or 0, rt.limits.l2_bytes if last else 0)
-            # where a point of the screen is not walked in full, and the flush fits as the chains do
-            if flush and nbytes and not walked_in_full(screen.max_bytes, last) and nbytes <= top:
+            screen = Screen(min(top, screening_max(rt.info, rt.limits.l2_bytes, caches)), sample_s or SCREEN_SAMPLE_S,
+                            int(FLUSH_FROM * largest) if largest and partitioned_l2(rt.info) else None)
+            nbytes = FLUSH_READ * largest
+            # where a point of the screen flushes, and the flush fits as the chains do
+            if flush and nbytes and screen.flushes(screen.max_bytes, last) and nbytes <= top:
                 flusher = flush(nbytes)
     except BaseException:
         chaser.release()
