@@ -316,43 +316,26 @@ class CountingFlush:
         self.closed = True
 
 
-def test_a_screening_sweep_flushes_the_caches_where_its_walk_would_not_cover_the_cycle(chains):
+@pytest.mark.parametrize("flush_from, first", [(None, "152 MiB"), (90 * MIB, "90.5 MiB")],
+                         ids=["past its walk", "from flush_from"])
+def test_a_screening_sweep_flushes_the_caches_in_place_of_the_walk(chains, flush_from, first):
+    # The walk's bound, 2^20 loads (over twice the 50 MiB L2's lines), covers the cycle up to 128 MiB;
+    # on NVIDIA a screening sweep flushes from 1.5x the larger L2 too (CUDA's 60 MiB): 90 MiB and up.
     ns = [t if ws <= 100 * MIB else 335.0 for ws, t in zip(H200_SWEEP["working_set_bytes"], H200_SWEEP["ns"])]
     walked_chaser, walked = h200_sweep(chains, ns, 200 * MIB)
     chaser = PlayedChaser(dict(zip(H200_SWEEP["working_set_bytes"], ns)), chains)
     flush = CountingFlush(chaser)
     sweep = chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, True, 50 * MIB, H200_CACHES,
-                             chase.Screen(200 * MIB), flush)
-    # The walk's bound, 2^20 loads (over twice the 50 MiB L2's lines), covers the cycle up to 128 MiB.
-    past = [ws for ws in sweep.sizes if ws > 128 * MIB]
-    assert sweep.sizes == walked.sizes and past and flush.at == past == sweep.flushed and flush.closed
-    assert sweep.evidence["flush"] == ("152 MiB-181 MiB: a read of 200 MiB of other data through the caches"
+                             chase.Screen(200 * MIB, flush_from=flush_from), flush)
+    expected = [ws for ws in sweep.sizes if ws > 128 * MIB or (flush_from and ws >= flush_from)]
+    assert sweep.sizes == walked.sizes and expected and flush.at == expected == sweep.flushed and flush.closed
+    assert sweep.evidence["flush"] == (f"{first}-181 MiB: a read of 200 MiB of other data through the caches"
                                        " in place of the untimed walk")
     for ws in sweep.sizes:
-        if ws in past:      # no walk: a launch the last point's round time predicts, then the 3 timed
-            assert walked_chaser.points[ws][0][0] == chase.WARM_LOADS // chase.ROUND
+        if ws in expected:  # no walk: a launch the last point's round time predicts, then the 3 timed
+            assert walked_chaser.points[ws][0][0] == -(-chase.warm_loads(ws, 50 * MIB) // chase.ROUND)   # the walk
             assert [r for r, _ in chaser.points[ws]] == [r for r, _ in walked_chaser.points[ws][1:]]
             assert chaser.points[ws][0][1] == 0             # from the chain's first node: nothing walked
-        else:
-            assert chaser.points[ws] == walked_chaser.points[ws]
-    assert sweep.latencies == pytest.approx(walked.latencies) and sweep.complete()
-
-
-def test_a_screening_sweep_flushes_from_its_flush_from_where_its_walk_covers_the_cycle(chains):
-    # On NVIDIA a screening sweep flushes from 1.5x the larger L2 (CUDA's 60 MiB): 90 MiB and up.
-    ns = [t if ws <= 100 * MIB else 335.0 for ws, t in zip(H200_SWEEP["working_set_bytes"], H200_SWEEP["ns"])]
-    walked_chaser, walked = h200_sweep(chains, ns, 200 * MIB)
-    chaser = PlayedChaser(dict(zip(H200_SWEEP["working_set_bytes"], ns)), chains)
-    flush = CountingFlush(chaser)
-    sweep = chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, True, 50 * MIB, H200_CACHES,
-                             chase.Screen(200 * MIB, flush_from=90 * MIB), flush)
-    from_90 = [ws for ws in sweep.sizes if ws >= 90 * MIB]
-    assert from_90[0] < 128 * MIB and flush.at == from_90 == sweep.flushed and flush.closed
-    assert sweep.evidence["flush"].startswith("90.5 MiB-181 MiB: a read of 200 MiB")
-    for ws in sweep.sizes:
-        if ws in from_90:
-            assert [r for r, _ in chaser.points[ws]] == [r for r, _ in walked_chaser.points[ws][1:]]
-            assert chaser.points[ws][0][1] == 0
         else:
             assert chaser.points[ws] == walked_chaser.points[ws]
     assert sweep.latencies == pytest.approx(walked.latencies) and sweep.complete()
