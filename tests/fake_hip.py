@@ -3,7 +3,8 @@
 FakeHip and FakeHiprtc stand in for `from hip import hip, hiprtc`: every call returns a tuple
 (error, *values) as hip-python does, with hip-python's enum types, and is recorded in a shared
 `calls` list. Device memory is host bytearrays behind fake addresses. Any call can be made to
-return an error code (`fail`) or to raise (`raise_on`); event times come from `elapsed_ms`. A
+return an error code (`fail`) or to raise (`raise_on`); event times come from `elapsed_ms`, each
+after as long a real wait. A
 kernel name may map to a Python function that plays the kernel on the fake memory (`kernels`),
 so a workload's verification can run end to end. `install()` puts the pair in sys.modules.
 """
@@ -14,6 +15,7 @@ import enum
 import functools
 import json
 import sys
+import time
 import types
 from dataclasses import dataclass, field
 
@@ -242,8 +244,12 @@ class FakeHip(_Api):
 
     @api(1)
     def hipEventElapsedTime(self, start, end):
+        """The time `elapsed_ms` gives, after as long a wait: no GPU time is longer than the host's
+        wait for it (the timer guard holds the fake to that too)."""
         ms = self.elapsed_ms
-        return float(ms(self.launches[-1]) if callable(ms) else ms)
+        ms = float(ms(self.launches[-1]) if callable(ms) else ms)
+        time.sleep(max(0.0, ms) * 1e-3)
+        return ms
 
     # memory
     @api(1)

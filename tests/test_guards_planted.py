@@ -174,13 +174,24 @@ def test_a_cycle_count_above_the_maximum_clock_fails_the_cycle_clock_guard(tmp_p
 
 @lavapipe
 def test_a_timer_ten_times_too_slow_fails_the_timer_guard(tmp_path, monkeypatch):
-    from peakbench.harness import guards
     from peakbench.vulkan.runtime import VulkanRuntime
     launch = VulkanRuntime.launch
     monkeypatch.setattr(VulkanRuntime, "launch", lambda self, *a, **k: launch(self, *a, **k) * 10)
-    monkeypatch.setattr(guards, "MIN_WALL_S", 0.0005)     # the quick run's samples, ~0.5 ms GPU time each
     r = run_inprocess(tmp_path, monkeypatch, "compute.fp32")
     assert_caught(r["compute.fp32"], "timer", "the GPU timer runs slow")
+
+
+@lavapipe
+def test_a_timer_ten_times_too_slow_fails_every_level_the_latency_sweep_found(tmp_path, monkeypatch):
+    # The chase's timed launches are judged too: 10x slow, each level's latencies are 10x high.
+    from peakbench.vulkan.runtime import VulkanRuntime
+    launch = VulkanRuntime.launch
+    monkeypatch.setattr(VulkanRuntime, "launch", lambda self, *a, **k: launch(self, *a, **k) * 10)
+    r = run_inprocess(tmp_path, monkeypatch, "latency.l1,latency.l2,latency.l3,latency.dram")
+    found = [t for t, result in r.items() if result["status"] != "unsupported"]
+    assert found
+    for t in found:
+        assert_caught(r[t], "timer", "the GPU timer runs slow")
 
 
 @lavapipe

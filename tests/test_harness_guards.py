@@ -61,7 +61,13 @@ def test_a_timer_slow_in_the_typical_launch_fails_and_short_launches_are_not_jud
     problem, _ = guards.timer([(0.04, 0.004)] * 4 + [(0.004, 0.004)])
     assert problem and "the GPU timer runs slow (GPU/wall 10.00, at most 1.05)" in problem
     assert guards.timer([(0.0001, 0.001)] * 5) == (None, "not checked: no launch of 2 ms or more")
-    assert guards.timer([(0.004, 0.001)] * 5)[0] is None          # wall time too short to judge
+
+
+def test_a_slow_timer_is_caught_where_the_launches_it_calibrated_are_short_in_wall_time():
+    # A timer 10x slow makes a 5 ms sample 0.5 ms of wall time: judged by its GPU time.
+    problem, _ = guards.timer([(0.005, 0.0005)] * 5)
+    assert problem and "the GPU timer runs slow (GPU/wall 10.00, at most 1.05)" in problem
+    assert guards.timer([(0.0049, 0.0050)] * 5)[0] is None       # a true one: GPU time within wall time
 
 
 # -- types and work on the census --------------------------------------------------------------

@@ -191,8 +191,8 @@ def test_the_table_of_cuda_and_hip_runs_the_pointer_chase_once_it_names_its_link
 def test_a_level_the_sweep_did_not_find_is_unsupported_with_the_plateaus_in_words():
     sizes = chase.working_sets(512 * MIB)
     ns = [20.0 if ws <= 128 * KIB else 146.0 if ws <= 16 * MIB else 338.0 for ws in sizes]
-    sweep = SimpleNamespace(sizes=sizes, latencies=ns, cycles=[], mhz=[], evidence={"chase": "pointer"},
-                            problem=None, first_level=1, partitioned_l2=True)
+    sweep = SimpleNamespace(sizes=sizes, latencies=ns, cycles=[], mhz=[], timing=[[]] * len(sizes),
+                            evidence={"chase": "pointer"}, problem=None, first_level=1, partitioned_l2=True)
     sweep.found = lambda: chase.ChaseSweep.found(sweep)
     sweep.levels = lambda spec=None: chase.ChaseSweep.levels(sweep, spec)
     variant = CATALOG.get("latency.l2_far").variants[0]

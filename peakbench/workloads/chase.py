@@ -29,6 +29,7 @@ would to its end. On the H200 a sweep stopped at 181 MiB merged the far L2 plate
 """
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -224,6 +225,7 @@ class ChaseSweep:
         self.flush = flush
         self.evidence = dict(getattr(chaser, "evidence", {}))     # the chase kernel's instructions
         self.sizes, self.latencies, self.cycles, self.mhz, self.problem = [], [], [], [], None
+        self.timing = []                 # per point, (GPU seconds, host wall seconds) of its timed launches
         self.round_s = None              # GPU seconds a round took at the last point
         rng = np.random.default_rng(SEED)
         sizes = working_sets(max_bytes)
@@ -300,7 +302,12 @@ class ChaseSweep:
             warm -= rounds * ROUND
         untimed_done()
         rounds = self._length(run)       # its last launch was untimed, at the final length
-        times = [run(rounds) for _ in range(3)]
+        timing = []
+        for _ in range(3):
+            wall = time.perf_counter()
+            timing.append((run(rounds), time.perf_counter() - wall))
+        self.timing.append(timing)       # for the timer guard
+        times = [g for g, _ in timing]
         self.round_s = median(times) / rounds
         end, cycles = self.chaser.readout()
         want = int(order[position]) * stride
@@ -465,7 +472,8 @@ class LatencyWorkload:
             evidence["page_or_tlb_effects"] = ", ".join(f"{p.latency_ns:.0f} ns from {p.first_bytes >> 20} MiB" for p in beyond)
         # The clock is the counter's cycles over the launch's GPU time, not NVML, which reads the
         # GPU idling between chase launches (600-810 MHz on the H200).
-        return VariantResult(self.name, 0, summarize(points), mhz, params, evidence, points)
+        timing = [launch for launches, inside in zip(self.sweep.timing, on) if inside for launch in launches]
+        return VariantResult(self.name, 0, summarize(points), mhz, params, evidence, points, timing)
 
     def series(self) -> dict:
         return self.sweep.series()
