@@ -214,6 +214,11 @@ def test_a_warm_up_again_lasts_while_the_clock_climbs_and_ends_once_it_is_back(c
     crawling = Ramp(clock, 1000.0, 1900.0, 30.0, 0.045)
     story = runner.hold(FakeWorkload(1e-6, 1e6, clock=clock), 2000, settings, crawling, 1980.0)
     assert 0.3 <= clock() - crawling.t0 < 0.36 and "still under, at" in story, story
+    # One 15 MHz step a reading (0.8% at 1800 MHz, under CLOCK_STILL) is a climb too, not a clock held.
+    clock.advance(1.0)
+    stepping = Ramp(clock, 1800.0, 1980.0, 15.0, 0.05)
+    story = runner.hold(FakeWorkload(1e-6, 1e6, clock=clock), 2000, settings, stepping, 1980.0)
+    assert 0.3 <= clock() - stepping.t0 < 0.36 and "still under, at" in story, story
     # A reading missing on the way: the warm-up goes on (a None is not a clock that came back).
     clock.advance(1.0)
     readings = iter([1400.0, None, None, 1990.0])

@@ -76,8 +76,8 @@ def screening_variants(test, offered: tuple) -> tuple:
 UNCHECKED_GAP_S = 0.5  # the longest gap a load is shared over where no clock reading can check it
 CLOCK_HOLD = 0.03     # a shared warm-up holds while the clock is within this of the last test's
 REWARM_CHECK_S = 0.05  # a warm-up again reads the clock this often...
-CLOCK_STILL = 0.01     # ...and ends where it moved less than this (one 15 MHz step at 1980 MHz is 0.8%)
-STILL_READINGS = 2     # ...this many readings in a row (a clock climbing a step per reading goes on)
+CLOCK_STILL = 0.01     # ...and ends where it stays within this of one reading (15 MHz at 1980 MHz is 0.8%)
+STILL_READINGS = 2     # ...for this many readings after it (a clock climbing a step per reading goes on)
 
 
 class Load:
@@ -151,7 +151,7 @@ def hold(workload, size: int, settings: Settings, clock: Callable[[], float | No
         return f"continued the load before (its clock {held_mhz:.0f} MHz; none read now)"
     if now >= held_mhz * (1 - CLOCK_HOLD):
         return f"continued the load before (clock {now:.0f} MHz, {held_mhz:.0f} before)"
-    t, last, still, ended = time.perf_counter(), now, 0, "still under, at"
+    t, last, anchor, still, ended = time.perf_counter(), now, now, 0, "still under, at"
     while time.perf_counter() - t < settings.warmup_s:
         check = time.perf_counter()
         while time.perf_counter() - check < REWARM_CHECK_S:
@@ -162,7 +162,10 @@ def hold(workload, size: int, settings: Settings, clock: Callable[[], float | No
         if read >= held_mhz * (1 - CLOCK_HOLD):
             last, ended = read, "back at"
             break
-        still = still + 1 if abs(read - last) <= CLOCK_STILL * last else 0
+        if abs(read - anchor) <= CLOCK_STILL * anchor:    # against where it stood, so a climb adds up
+            still += 1
+        else:
+            anchor, still = read, 0
         last = read
         if still == STILL_READINGS:
             ended = "held at"
