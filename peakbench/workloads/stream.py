@@ -222,6 +222,24 @@ def resident_groups(rt) -> int:
     return max(1, rt.grid_threads(1) // STREAM_BLOCK)
 
 
+def fill_kernel(rt, kernel: StreamKernel, unroll: int):
+    """The fill: vector i of its second buffer becomes hash(4i .. 4i+3), over one_pass."""
+    return rt.compile(kernel.source, {"MODE": MODES["fill"], "UNROLL": unroll}, kernel.entry,
+                      block=STREAM_BLOCK, args="bbuuuu", label="fill")
+
+
+def chunk_reader(rt, kernel: StreamKernel, unroll: int, label: str):
+    """The chunk read on a resident grid: each thread sums its contiguous share of the first
+    buffer into its vector of the second."""
+    return rt.compile(kernel.source, {"MODE": MODES["read"], "UNROLL": unroll, "LAYOUT": LAYOUTS["chunk"]},
+                      kernel.entry, block=STREAM_BLOCK, args="bbuuuu", label=label)
+
+
+def one_pass(n_vec: int) -> list:
+    """A stream kernel's scalars for one pass over n_vec vectors, every word kept (mask, shift)."""
+    return [np.uint32(1), np.uint32(n_vec), np.uint32(0xFFFFFFFF), np.uint32(0)]
+
+
 class CacheFlush:
     """A read of `nbytes` of its own data (hash-filled, nothing compressible) through the caches,
     one pass of the chunk read: what an upload or an earlier kernel left in them is gone after
@@ -232,14 +250,12 @@ class CacheFlush:
         self.rt, self.groups = rt, resident_groups(rt)
         step = self.groups * STREAM_BLOCK * unroll
         self.n_vec = max(step, nbytes // 16 // step * step)          # whole steps, at most what was asked
-        self.reader = rt.compile(kernel.source, {"MODE": MODES["read"], "UNROLL": unroll, "LAYOUT": LAYOUTS["chunk"]},
-                                 kernel.entry, block=STREAM_BLOCK, args="bbuuuu", label="flush")
+        self.reader = chunk_reader(rt, kernel, unroll, "flush")
         self.src = rt.alloc(self.n_vec * 16)
         self.dst = rt.alloc(self.groups * STREAM_BLOCK * 16)
-        filler = rt.compile(kernel.source, {"MODE": MODES["fill"], "UNROLL": unroll}, kernel.entry,
-                            block=STREAM_BLOCK, args="bbuuuu", label="fill")
+        filler = fill_kernel(rt, kernel, unroll)
         try:
-            rt.launch(filler, self.groups, [self.dst, self.src, *self._one_pass()])    # the fill writes its second buffer
+            rt.launch(filler, self.groups, [self.dst, self.src, *one_pass(self.n_vec)])
         finally:
             rt.discard(filler)
 
@@ -247,11 +263,8 @@ class CacheFlush:
     def nbytes(self) -> int:
         return self.n_vec * 16
 
-    def _one_pass(self) -> list:
-        return [np.uint32(1), np.uint32(self.n_vec), np.uint32(0xFFFFFFFF), np.uint32(0)]
-
     def __call__(self) -> float:
-        return self.rt.launch(self.reader, self.groups, [self.src, self.dst, *self._one_pass()])
+        return self.rt.launch(self.reader, self.groups, [self.src, self.dst, *one_pass(self.n_vec)])
 
     def close(self) -> None:
         release(self, self.rt.free, "src", "dst")
@@ -295,9 +308,8 @@ class StreamWorkload:
         self.src = rt.alloc(self.n_vec * 16)
         out_vec = max(8, self.n_vec // self.tile) if self.rows else self.threads if self.mode == "read" else self.n_vec
         self.dst = rt.alloc(out_vec * 16)
-        self.source, self.entry = kernel.source, kernel.entry
-        self.filler = rt.compile(kernel.source, {"MODE": MODES["fill"], "UNROLL": self.unroll}, kernel.entry,
-                                 block=STREAM_BLOCK, args="bbuuuu", label="fill")
+        self.stream_kernel = kernel
+        self.filler = fill_kernel(rt, kernel, self.unroll)
         self.fill_source()
         w = rt.words
         self.params = {"buffer_bytes": self.n_vec * 16, w.size_key: self.block,
@@ -309,8 +321,7 @@ class StreamWorkload:
 
     def fill_source(self) -> None:
         """The source buffer as the host expects it: vector i holds hash(4i .. 4i+3)."""
-        self.rt.launch(self.filler, self.resident, [self.dst, self.src, np.uint32(1), np.uint32(self.n_vec),
-                                                    np.uint32(0xFFFFFFFF), np.uint32(0)])
+        self.rt.launch(self.filler, self.resident, [self.dst, self.src, *one_pass(self.n_vec)])
 
     def run(self, size: int, n_vec: int | None = None, mask: int = 0xFFFFFFFF, shift: int = 0) -> float:
         n = n_vec or self.n_vec
@@ -399,16 +410,14 @@ class StreamWorkload:
 
     def _compare_writes(self) -> str | None:
         rt = self.rt
-        reader = rt.compile(self.source, {"MODE": MODES["read"], "UNROLL": self.unroll, "LAYOUT": LAYOUTS["chunk"]},
-                            self.entry, block=STREAM_BLOCK, args="bbuuuu", label="coverage")
+        reader = chunk_reader(rt, self.stream_kernel, self.unroll, "coverage")
         sums = rt.alloc(self.threads * 16)
         try:
             seen = []
             for prior in (0x00, 0xFF):
                 rt.fill(self.dst, prior)
                 self.run(1)
-                rt.launch(reader, self.resident, [self.dst, sums, np.uint32(1), np.uint32(self.n_vec),
-                                                  np.uint32(0xFFFFFFFF), np.uint32(0)])
+                rt.launch(reader, self.resident, [self.dst, sums, *one_pass(self.n_vec)])
                 seen.append(np.frombuffer(rt.download(sums, self.threads * 16), np.uint32).reshape(-1, 4))
         finally:
             rt.free(sums)

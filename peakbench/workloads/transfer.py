@@ -216,9 +216,7 @@ class MappedReadWorkload:
         self.nbytes = self.n_vec * 16
         self.host = link.mapped(self.nbytes)
         self.host.array[:] = stream.filled(self.n_vec).view(np.uint8).reshape(-1)
-        defines = {"MODE": stream.MODES["read"], "UNROLL": STREAM_UNROLL, "LAYOUT": stream.LAYOUTS["chunk"]}
-        self.kernel = rt.compile(link.stream.source, defines, link.stream.entry, block=stream.STREAM_BLOCK,
-                                 args="bbuuuu", label=f"{test.name} mapped")
+        self.kernel = stream.chunk_reader(rt, link.stream, STREAM_UNROLL, f"{test.name} mapped")
         self.out = rt.alloc(self.resident * stream.STREAM_BLOCK * 16)
         w = rt.words
         self.params = {**link.describe(self.kind), "transfer_bytes": self.nbytes, "directions": ["h2d"],
