@@ -113,7 +113,7 @@ def test_the_far_l2_partition_is_found_between_the_l2_and_dram(cuda_sweep, cuda_
 
 
 def test_the_full_cuda_sweep_takes_less_than_10_s(cuda_sweep):
-    # About 5 s of launches and walks to 100 MiB, 3.5 s of 1M-load walks past it.
+    # 6.4-6.5 s on two boards: about 3 s of launches and walks to 100 MiB, 3.5 s of 1M-load walks past it.
     print(f"\nCUDA sweep to {cuda_sweep.sizes[-1] >> 20} MiB ({len(cuda_sweep.sizes)} points): "
           f"{cuda_sweep.seconds:.2f} s")
     assert cuda_sweep.seconds < 10.0

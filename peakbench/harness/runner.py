@@ -28,7 +28,7 @@ def rate(items: int, seconds: float, per_item: float, unit: str) -> float:
 
 @dataclass(frozen=True)
 class Settings:
-    sample_s: float = 0.01      # GPU time per sample (quick and full agreed within 1.2% on the H200 at 10 ms)
+    sample_s: float = 0.01      # GPU time per sample (compute and memory, quick within 1.2% of it on the H200)
     warmup_s: float = 0.3       # sustained load before the first sample (DESIGN.md: >= 300 ms)
     min_samples: int = 10
     max_samples: int = 30

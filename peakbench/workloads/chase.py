@@ -20,7 +20,7 @@ walk (warm_loads), one untimed launch at the length the last point's round time 
 confirms the length, or one more launch at the corrected length follows; the first point
 calibrates) and three timed launches, each of SWEEP_SAMPLE_S (a screening sweep: SCREEN_SAMPLE_S).
 On the H200 (~335 ns past its L2) a walk of 1M loads takes about 0.35 s, so about 3.5 s of the full
-sweep's 8.5-8.7 s (CUDA, measured) are the walks of its 10 points past 100 MiB.
+sweep's 6.4-6.5 s (CUDA, measured on two boards) are the walks of its 10 points past 100 MiB.
 
 A screening sweep stops at screening_max only where the levels it found there are complete (DRAM,
 and the far L2 partition where the L2 is partitioned); otherwise it goes on as the full sweep
