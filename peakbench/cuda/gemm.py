@@ -98,19 +98,11 @@ class CudaGemm(lt.LtGemm):
     def __init__(self, rt, lib):
         import cupy
         super().__init__(API, lib, rt)
-        self.cp, self.rt, self.stream = cupy, rt, rt.stream.ptr
+        self.cp, self.stream = cupy, rt.stream.ptr
         self._start, self._end = cupy.cuda.Event(), cupy.cuda.Event()
-
-    def alloc(self, nbytes: int):
-        return self.rt.alloc(nbytes)           # a CuPy byte array, which the fill kernel takes too
 
     def pointer(self, buf) -> int:
         return buf.data.ptr
-
-    def upload(self, buf, values: np.ndarray) -> None:
-        raw = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
-        buf[:raw.size].set(raw, stream=self.rt.stream)
-        self.rt.stream.synchronize()
 
     def zero(self, buf) -> None:
         with self.rt.stream:
@@ -129,9 +121,6 @@ class CudaGemm(lt.LtGemm):
             values = buf.view(dtype)[self.cp.asarray(index)].get(stream=self.rt.stream)
         self.rt.stream.synchronize()
         return values
-
-    def free(self, buf) -> None:
-        """CuPy frees a buffer with its last reference (close() drops them)."""
 
     def version(self) -> str:
         get = self.lib.cublasLtGetVersion

@@ -155,14 +155,15 @@ class Plan:
 
 class LtGemm:
     """The GEMM object of workloads/gemm.py over one BLASLt library, on a runtime `rt` whose
-    buffers the library addresses and whose kernels make the operands (fill). A backend supplies
-    the hooks: alloc(nbytes) -> buffer, pointer(buffer) -> int, upload(buffer, array),
-    zero(buffer), timed(calls) -> GPU seconds of calls() on `stream`, read(buffer, indices, dtype),
-    free(); and form(operand) where the library reads an operand's words otherwise."""
+    buffers (alloc, upload, free) the library addresses and whose kernels make the operands
+    (fill). A backend supplies the hooks: pointer(buffer) -> int, zero(buffer), timed(calls) ->
+    GPU seconds of calls() on `stream`, read(buffer, indices, dtype); and form(operand) where the
+    library reads an operand's words otherwise. (The tests' host GEMM has no runtime and
+    replaces the buffer methods and fill.)"""
     stream = 0
 
     def __init__(self, api: Api, lib, rt=None):
-        self.api, self.lib, self.lt, self.buffers = api, lib, None, {}
+        self.api, self.lib, self.lt, self.buffers, self.rt = api, lib, None, {}, rt
         self.algo = 0
         self._fill = OperandFill(rt) if rt is not None else None
 
@@ -210,6 +211,15 @@ class LtGemm:
         """D[rows[i], cols[i]] (column-major: element rows[i] + cols[i] * M)."""
         index = np.asarray(rows, np.int64) + np.asarray(cols, np.int64) * self.m
         return self.read(self.buffers["d"], index, STORAGE[self.types.output])
+
+    def alloc(self, nbytes: int):
+        return self.rt.alloc(nbytes)
+
+    def upload(self, buf, values: np.ndarray) -> None:
+        self.rt.upload(buf, np.ascontiguousarray(values))
+
+    def free(self, buf) -> None:
+        self.rt.free(buf)
 
     def form(self, operand):
         """The operand's words as the library reads them (the host's encoding unless a backend differs)."""

@@ -89,13 +89,10 @@ class HipGemm(lt.LtGemm):
 
     def __init__(self, rt, lib):
         super().__init__(api_for(rt.arch), lib, rt)
-        self.rt, self.hip = rt, rt.hip
+        self.hip = rt.hip
         self.stream = int(rt.stream) if rt.stream is not None else 0
         self._start = rt.api.call(self.hip.hipEventCreate)
         self._end = rt.api.call(self.hip.hipEventCreate)
-
-    def alloc(self, nbytes: int):
-        return self.rt.alloc(nbytes)
 
     def pointer(self, buf) -> int:
         return buf.address
@@ -105,9 +102,6 @@ class HipGemm(lt.LtGemm):
         if operand.kind == "fp8_e4m3" and self.api.data["fp8_e4m3"] == FP8_FNUZ:
             return dataclasses.replace(form, add=(FNUZ_ADD, FNUZ_ADD))
         return form
-
-    def upload(self, buf, values: np.ndarray) -> None:
-        self.rt.upload(buf, np.ascontiguousarray(values).tobytes())
 
     def zero(self, buf) -> None:
         self.rt.fill(buf, 0)
@@ -123,9 +117,6 @@ class HipGemm(lt.LtGemm):
     def read(self, buf, index: np.ndarray, dtype) -> np.ndarray:
         self.rt.api.call(self.hip.hipStreamSynchronize, self.rt.stream)
         return np.frombuffer(self.rt.download(buf), dtype)[index]
-
-    def free(self, buf) -> None:
-        self.rt.free(buf)
 
     def version(self) -> str:
         """hipblasLtGetVersion's number, as the library encodes it (major * 100000 + minor * 100 + patch)."""
