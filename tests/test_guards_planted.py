@@ -87,9 +87,11 @@ def test_a_kernel_doing_less_work_per_step_fails_the_work_guard(tmp_path):
 
 @lavapipe
 def test_a_read_doing_half_its_passes_fails_the_iterations_guard(tmp_path):
+    # The chunk read is memory.read's and the mapped host read's (transfer.h2d) alike.
     r = run_edited(tmp_path, "mem_stream.comp", "pass < push.passes; pass++) {", "pass < push.passes; pass += 2) {",
-                   "memory.read", profile=())
+                   "memory.read,transfer.h2d", profile=())
     assert_caught(r["memory.read"], "iterations", "variant chunk", "after 2 passes")
+    assert_caught(r["transfer.h2d"], "iterations", "variant mapped", "after 2 passes")
 
 
 # -- formulas, timer, layout -------------------------------------------------------------------
