@@ -10,6 +10,7 @@ import contextlib
 import functools
 import importlib
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -27,9 +28,13 @@ class Unsupported(Exception):
 
 
 def first_line(e: BaseException) -> str:
-    """The first line of an exception's message, or its type where it says nothing."""
+    """The first line of an exception's message, or its type where it says nothing; a bytes
+    value a C library's wrapper formatted into it (`'b'libamdhip64.so''`) reads as text."""
     text = str(e).strip().splitlines()
-    return text[0] if text else type(e).__name__
+    return _bytes_shown.sub(r"\2", text[0]) if text else type(e).__name__
+
+
+_bytes_shown = re.compile(r"""\bb(['"])(.*?)\1""")
 
 
 @contextlib.contextmanager

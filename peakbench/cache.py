@@ -15,6 +15,8 @@ import functools
 import hashlib
 import json
 import os
+import shutil
+import stat
 import struct
 import subprocess
 import sys
@@ -73,13 +75,39 @@ def unpack(file: Path, raw: bytes) -> bytes | None:
 
 
 def _read(file: Path) -> bytes | None:
-    """A file's bytes; None when it (or its folder) does not exist, b"" when it cannot be read."""
+    """A file's bytes; None when it (or its folder) does not exist, b"" when it cannot be read.
+    Something other than a regular file in its place (a folder, a FIFO, a socket, a link) was
+    never written by us: it is removed and reads as missing, never opened (a FIFO would block)."""
     try:
-        return file.read_bytes()
+        st = os.lstat(file)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError:
         return b""
+    if not stat.S_ISREG(st.st_mode):
+        _remove_foreign(file, st)
+        return None
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError:
+        return b""
+    with os.fdopen(fd, "rb") as f:
+        try:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):   # swapped in since the lstat
+                return b""
+            return f.read()
+        except OSError:
+            return b""
+
+
+def _remove_foreign(file: Path, st: os.stat_result) -> None:
+    with contextlib.suppress(OSError):
+        if stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(file)
+        else:
+            file.unlink()
 
 
 def _unlink(file: Path) -> None:

@@ -13,60 +13,29 @@ standard output carries that output alone and the tables go to stderr.
 from __future__ import annotations
 
 import argparse
-import contextlib
+import shutil
 import signal
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 from peakbench import __version__
-from peakbench.backend import BACKENDS, BackendUnavailable, error_text, load
+from peakbench import streams
+from peakbench.interrupts import signal_of, signals_interrupt
+from peakbench.backend import BackendUnavailable, error_text, load
 from peakbench.catalog import default_catalog
 from peakbench.harness import visible
 from peakbench.harness.runner import Settings
 from peakbench.harness.session import Session, describe
 from peakbench.report import compare as compare_mod
-from peakbench.report.result import Output, ResultFileError, check_writable, load_json, new_document
+from peakbench.report.result import (Output, ResultFileError, check_writable, load_json, new_document,
+                                     refuse_inputs, unfinished)
+from peakbench.selection import UsageError, check_shaders, parse_backends, select_tests
 from peakbench.specs import SpecError, load_database, resolve, find
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+LIST_WIDTH = 100
 RUN_OPTIONS = ("backend", "device", "sequential", "tests", "quick", "json", "csv", "markdown", "plot", "spec")
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM (or SIGINT) while peakbench runs. A KeyboardInterrupt, so it ends the run as Ctrl-C
-    does and no `except Exception` in the harness takes it for a failed test."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-@contextlib.contextmanager
-def signals_interrupt():
-    """Raise Interrupted on SIGINT and SIGTERM for the duration; a signal the parent set to be
-    ignored stays ignored."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise Interrupted(signum)
-
-    previous = {}
-    for s in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(s) is not signal.SIG_IGN:
-            previous[s] = signal.signal(s, handler)
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-
-
-class UsageError(Exception):
-    pass
 
 
 class Parser(argparse.ArgumentParser):
@@ -101,17 +70,6 @@ def build_parser() -> Parser:
     p.add_argument("--list-tests", action="store_true", help="list the test catalog")
     p.add_argument("--version", action="version", version=f"peakbench {__version__}")
     return p
-
-
-def parse_backends(text: str) -> tuple[list[str], bool]:
-    """The backends asked for, and whether missing ones may be skipped (only for `all`)."""
-    if text == "all":
-        return list(BACKENDS), True
-    names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
-    unknown = [n for n in names if n not in BACKENDS]
-    if unknown or not names:
-        raise UsageError(f"unknown backend '{','.join(unknown) or text}' (choose from {', '.join(BACKENDS)}, all)")
-    return names, False
 
 
 def open_backends(text: str) -> list:
@@ -150,7 +108,13 @@ def cmd_list_tests() -> int:
              or ("the device's shapes" if t.kernel == "mma" else "-"), t.description)
             for t in default_catalog().tests]
     from tabulate import tabulate
-    print(tabulate(rows, ("test", "unit", "variants", "what it measures"), tablefmt="simple"))
+    # Fit a terminal (or 100 columns into a pipe): the variants and descriptions wrap.
+    width = shutil.get_terminal_size((LIST_WIDTH, 24)).columns if sys.stdout.isatty() else LIST_WIDTH
+    fixed = max(len(r[0]) for r in rows) + max(len(r[1]) for r in rows) + 6
+    variants = 24
+    described = max(24, max(width, 80) - fixed - variants - 4)
+    print(tabulate(rows, ("test", "unit", "variants", "what it measures"), tablefmt="simple",
+                   maxcolwidths=[None, None, variants, described]))
     return EXIT_OK
 
 
@@ -195,21 +159,11 @@ def cmd_compare(argv: list[str]) -> int:
     args = p.parse_args(argv)
     docs = [(f, load_json(f)) for f in args.files]
     print(compare_mod.compare(docs))
-    return EXIT_OK
-
-
-def select_tests(text: str | None) -> list:
-    catalog = default_catalog()
-    if text is None:
-        return catalog.select(None)
-    patterns = [p.strip() for p in text.split(",") if p.strip()]
-    if not patterns:
-        raise UsageError("--tests is empty (see --list-tests)")
-    unmatched = catalog.unmatched(patterns)
-    if unmatched:
-        names = ", ".join(f"'{p}'" for p in unmatched)
-        raise UsageError(f"--tests {names} {'matches' if len(unmatched) == 1 else 'match'} no test (see --list-tests)")
-    return catalog.select(patterns)
+    # A record that did not finish is a failed run for its GPUs: shown, said, and the exit status.
+    problems = [(f, why) for f, doc in docs if (why := unfinished(doc))]
+    for f, why in problems:
+        print(f"peakbench compare: {f}: failed: {why}", file=sys.stderr)
+    return EXIT_FAILED if problems else EXIT_OK
 
 
 def resolve_outputs(args) -> dict[str, Output]:
@@ -249,13 +203,20 @@ def child_options(args) -> list[str]:
 
 def cmd_run(args) -> int:
     tests = select_tests(args.tests)
+    check_shaders()
+    if args.sequential and args.device != "all":
+        raise UsageError("--sequential needs --device all (one device is always measured alone)")
     for option, path in (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown),
                          ("--plot", args.plot), ("--spec", args.spec)):
         if path is not None and not path.strip():
             raise UsageError(f"{option} needs a file name")
     outputs = resolve_outputs(args)
+    if args.spec is not None:
+        refuse_inputs(outputs, {f"the --spec file {args.spec}": args.spec})
     if args.plot is not None:
         check_plot_folder(args.plot)
+        if args.quick:
+            progress(f"note: --quick takes no size sweeps, so --plot {args.plot} will get no chart")
     specs, forced = resolve(args.spec)
     settings = Settings.quick() if args.quick else Settings.full()
     # An output on standard output gets it alone: the tables go to stderr, after the progress.
@@ -267,6 +228,7 @@ def cmd_run(args) -> int:
         for backend in backends:
             infos = backend.devices()
             plans += [(backend, i) for i in device_indices(args.device, len(infos), backend.name)]
+        session.plan(plans, tests)
         if args.device == "all" and not args.sequential:
             from peakbench.harness import parallel
             parallel.measure_all(session, plans, tests, child_options(args))
@@ -283,6 +245,11 @@ def cmd_run(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    with streams.guarded():
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     try:
         with signals_interrupt():
             if argv and argv[0] == "compare":
@@ -305,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"peakbench: error: {error_text(e)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt as e:        # before the first test, or while the outputs were written
-        signum = getattr(e, "signum", signal.SIGINT)
+        signum = signal_of(e)
         print(f"peakbench: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
         return 128 + signum
     except Exception as e:                # a bug before any test ran: one line, not a traceback

@@ -26,7 +26,10 @@ if [ -z "$python" ]; then
 elif ! "$python" -c 'import ensurepip, venv' 2>/dev/null; then
     packages+=("$(basename "$python")-venv")
 fi
-ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1' || packages+=(libvulkan1)
+# The cache listing is read whole: `ldconfig -p | grep -q` under pipefail fails whenever grep
+# exits before ldconfig has written everything (SIGPIPE), and would reinstall what is there.
+libraries=$(ldconfig -p 2>/dev/null || true)
+[[ $libraries == *libvulkan.so.1* ]] || packages+=(libvulkan1)
 icds=$(ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json /usr/local/share/vulkan/icd.d/*.json 2>/dev/null || true)
 [ -z "$icds" ] && [ -z "${VK_DRIVER_FILES:-}${VK_ICD_FILENAMES:-}" ] && packages+=(mesa-vulkan-drivers)
 if [ "$want_tests" = 1 ] && ! ls /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json >/dev/null 2>&1; then

@@ -49,6 +49,21 @@ def real_gpu() -> str | None:
     return None
 
 
+def pytest_terminal_summary(terminalreporter):
+    """What did not run and why, in one line per reason, above pytest's closing line: a missing
+    tool or fixture must not pass as a quiet row of s's."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        if isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+            reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+            reasons[reason] = reasons.get(reason, 0) + 1
+    if not reasons:
+        return
+    terminalreporter.section("tests that did not run")
+    for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{count:5d}  {reason}")
+
+
 def pytest_collection_modifyitems(config, items):
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items or gpu_required(config) or real_gpu():

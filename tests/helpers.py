@@ -13,6 +13,26 @@ from peakbench.catalog import default_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Test inputs made outside the project: the shared folder beside the clone has them, and the
+# repository keeps the same files (tests/data/fixtures/README.md says where they come from), so a
+# clone without ../shared runs every test too.
+FIXTURE_FOLDERS = (ROOT.parent / "shared" / "fixtures", ROOT / "tests" / "data" / "fixtures")
+FIXTURE_ABSENT = "fixture absent"     # how a skip for a missing fixture begins (conftest counts them)
+
+
+def fixture(name: str) -> Path:
+    """A fixture file: from ../shared/fixtures where it is there, else from tests/data/fixtures.
+    The path returned may not exist: fixture_absent() says so, for a skip."""
+    return next((folder / name for folder in FIXTURE_FOLDERS if (folder / name).is_file()),
+                FIXTURE_FOLDERS[-1] / name)
+
+
+def fixture_absent(name: str) -> str | None:
+    """The skip reason when a fixture is in neither folder, else None."""
+    if fixture(name).is_file():
+        return None
+    return f"{FIXTURE_ABSENT}: {name} is in neither {' nor '.join(str(f) for f in FIXTURE_FOLDERS)}"
+
 
 def run_peakbench(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """`python -m peakbench ARGS` in a subprocess from the repository root (the package need not

@@ -27,6 +27,7 @@ def node(host: int, gpus: int = 2, created: str = "2026-12-01T10:00:00Z", backen
     doc = copy.deepcopy(CUDA)
     doc["host"]["hostname"] = f"node{host}"
     doc["created"] = created
+    doc["interrupted"], doc["complete"] = False, True     # a run that finished (the committed ones predate the flag)
     doc["runs"] = []
     for i in range(gpus):
         for source in backends:
@@ -404,13 +405,46 @@ def test_a_gpu_without_uuid_is_told_apart_by_its_index(tmp_path, capsys):
     assert out.splitlines()[2].split()[4:7] == ["node0", "#2", "0000:1a:00.0"]
 
 
-def test_a_test_missing_on_one_gpu_is_noted(tmp_path, capsys):
+def test_a_test_missing_on_one_gpu_fails_that_gpu(tmp_path, capsys):
     docs = fleet_of()
     run = next(r for r in docs["node1.json"]["runs"] if r["backend"] == "cuda" and r["device"]["index"] == 1)
     run["results"] = [r for r in run["results"] if r["test"] != "memory.copy"]
     code, out, _, report = run_fleet(tmp_path, capsys, docs)
+    assert code == 1
+    got = verdicts(report)
+    assert got.pop(("node1", uuid_of(1, 1)[:8], "cuda")) == "failed"
+    assert set(got.values()) == {"pass"}
+    (flag,) = gpu_entry(report, "node1", 1, "cuda")["flagged"]
+    assert flag["test"] == "memory.copy" and "memory.copy missing" in flag["reason"] and "7 other GPUs" in flag["reason"]
+
+
+def test_a_test_unsupported_on_one_gpu_is_noted(tmp_path, capsys):
+    docs = fleet_of()
+    r = result(docs["node1.json"], 1, "cuda", "memory.copy")
+    r.update(status="unsupported", value=None, pct_of_spec=None, reason="[driver] no copy here")
+    code, out, _, report = run_fleet(tmp_path, capsys, docs)
     assert code == 0
-    assert f"node1 {uuid_of(1, 1)[:8]} ({MODEL}, cuda): memory.copy not measured" in " ".join(out.split())
+    assert f"node1 {uuid_of(1, 1)[:8]} ({MODEL}, cuda): memory.copy unsupported" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("flags, said", [
+    ({"interrupted": True, "complete": False}, "interrupted by a signal"),
+    ({"interrupted": False, "complete": False}, "the record is incomplete"),      # SIGKILL: its last write never came
+    ({"interrupted": False}, "does not say it is complete"),                     # no flag at all
+])
+def test_a_record_that_did_not_finish_fails_its_gpus(tmp_path, capsys, flags, said):
+    docs = fleet_of()
+    doc = docs["node3.json"]
+    doc.pop("complete")
+    doc.update(flags)
+    for run in doc["runs"]:                       # killed part-way: 20 of its results
+        run["results"] = run["results"][:20]
+    code, out, _, report = run_fleet(tmp_path, capsys, docs)
+    assert code == 1
+    for gpu in report["gpus"]:
+        assert gpu["verdict"] == ("failed" if gpu["host"] == "node3" else "pass"), gpu
+    first = gpu_entry(report, "node3", 0, "cuda")["flagged"][0]
+    assert said in first["reason"] and "20 results" in first["reason"] and "node3.json" in first["reason"]
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):

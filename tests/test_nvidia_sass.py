@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers import fixture, fixture_absent
+
 from peakbench.catalog import compute
 from peakbench.vulkan import nvidia_sass as ns
 
 DATA = Path(__file__).resolve().parent / "data" / "nvidia-580.159.04-h200-glcache"
-FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "nvidia-580.159.04-h200-glcache.tgz"
+FIXTURE = fixture("nvidia-580.159.04-h200-glcache.tgz")
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452") + bytes(84)
 
 needs_zstd = pytest.mark.skipif(importlib.util.find_spec("zstandard") is None,
@@ -52,8 +54,8 @@ def fma_width(entry) -> int:
 
 @pytest.fixture(scope="module")
 def full(tmp_path_factory):
-    if not FIXTURE.is_file():
-        pytest.skip(f"the shared fixture {FIXTURE} is absent")
+    if fixture_absent(FIXTURE.name):
+        pytest.skip(fixture_absent(FIXTURE.name))
     root = tmp_path_factory.mktemp("glcache")
     with tarfile.open(FIXTURE) as tar:
         tar.extractall(root, filter="data")

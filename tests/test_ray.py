@@ -5,10 +5,16 @@ from __future__ import annotations
 import copy
 import json
 import os
+import signal
+import socket
+import subprocess
+import sys
+import time
 
 import pytest
 
 from helpers import ROOT, run_peakbench
+from peakbench.harness import cluster as ray_driver
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -96,3 +102,85 @@ def test_ray_on_the_gpu_node_measures_each_gpu_through_cuda(request, tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     gpus = json.loads(report.read_text())["gpus"]
     assert gpus and {g["verdict"] for g in gpus} == {"pass"} and all(g["uuid"] for g in gpus)
+
+
+# -- bad input is refused before any task is sent, and an unreachable cluster in seconds ---------
+
+def quick_refusal(*args, env=None, within=20.0):
+    began = time.monotonic()
+    p = run_peakbench("ray", *args, env=env, timeout=60)
+    assert time.monotonic() - began < within, "refused in seconds, not after Ray's retries"
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("peakbench ray: error: ") and "Traceback" not in p.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, said", [
+    (("--tests", "nomatch"), "'nomatch' matches no test"),
+    (("--backend", "foo"), "unknown backend 'foo'"),
+    (("--spec", "nothere.toml"), "nothere.toml"),
+    (("--address", "not a host:port"), "not a cluster address"),
+    (("--address", "127.0.0.1:99999"), "not a cluster address"),
+])
+def test_bad_run_options_are_one_line_before_any_task(args, said, tmp_path):
+    # A live-looking address: were the options sent on, every GPU would come back failed instead.
+    line = quick_refusal(*args, "--address", "127.0.0.1:1") if args[0] != "--address" else quick_refusal(*args)
+    assert said in line
+
+
+def test_shaders_folder_that_does_not_exist_is_refused_before_any_task():
+    line = quick_refusal("--address", "127.0.0.1:1", env={"PEAKBENCH_SHADERS": "/nonexistent"})
+    assert "PEAKBENCH_SHADERS=/nonexistent: no such folder" in line
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("source", ["RAY_ADDRESS", "--address", "ray://"])
+def test_a_dead_cluster_from_any_source_is_one_line_in_seconds(source):
+    address = f"127.0.0.1:{closed_port()}"
+    if source == "RAY_ADDRESS":
+        line = quick_refusal(env={"RAY_ADDRESS": address})
+    elif source == "--address":
+        line = quick_refusal("--address", address, env={"RAY_ADDRESS": ""})
+    else:
+        line = quick_refusal(env={"RAY_ADDRESS": f"ray://{address}"})
+    assert f"cannot reach the Ray cluster at {address}" in line and "refused" in line
+
+
+def test_a_port_that_listens_but_is_not_ray_is_refused_in_seconds():
+    """Ray's own connect to such a port waits 35 s in native code, deaf to SIGTERM."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        line = quick_refusal("--address", address, within=ray_driver.REACH_S + 15)
+    assert "not Ray" in line
+
+
+def test_a_live_gcs_answers_the_probe(cluster):
+    ray_driver.check_reachable(cluster.address)       # raises where the probe would refuse Ray itself
+
+
+def test_sigterm_ends_a_ray_run_waiting_on_its_tasks(cluster, tmp_path):
+    """Once connected, the driver waits in short slices: a SIGTERM ends it with 143 in seconds."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    p = subprocess.Popen([sys.executable, "-m", "peakbench", "ray", "--address", cluster.address,
+                          "--backend", "vulkan", "--tests", "memory.*"], cwd=ROOT, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in p.stderr:
+            if line.startswith("peakbench ray: ") and "GPUs on" in line:
+                break
+        time.sleep(1.0)
+        sent = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    assert p.returncode == 143, err
+    assert time.monotonic() - sent < 20 and "interrupted (SIGTERM)" in err

@@ -37,6 +37,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import fixture, fixture_absent
+
 from peakbench.catalog import TestSpec as Spec, Variant, default_catalog
 from peakbench.catalog import matrix as matrix_catalog
 from peakbench.catalog.compute import fma
@@ -44,7 +46,7 @@ from peakbench.rocm import isa, targets
 
 ROOT = Path(__file__).resolve().parents[1]
 SHADERS = ROOT / "shaders"
-HEADERS = ROOT.parent / "shared" / "fixtures" / "hip-headers-rocm-6.3.tgz"
+HEADERS = fixture("hip-headers-rocm-6.3.tgz")
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
 BITCODE = Path(os.environ.get("PEAKBENCH_AMD_BITCODE") or CACHE / "peakbench-test" / "amd-bitcode")
 CLANG, LLVM = "clang-22", "22"
@@ -183,8 +185,8 @@ class Compiled:
 def missing() -> str | None:
     if not shutil.which(CLANG):
         return f"{CLANG} is not installed (scripts/rocm-isa-deps.sh installs it)"
-    if not HEADERS.is_file():
-        return f"no HIP headers at {HEADERS} (the shared fixtures beside the clone)"
+    if fixture_absent(HEADERS.name):
+        return fixture_absent(HEADERS.name)
     if not all((BITCODE / n).is_file() for n in ("ocml.bc", "ockl.bc")):
         return f"no ocml.bc / ockl.bc in {BITCODE} (scripts/rocm-isa-deps.sh fetches them)"
     return None

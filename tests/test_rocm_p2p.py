@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import fixture, fixture_absent
+
 import fake_hip
 from fake_hip import Fail, FakeHip, api
 from peakbench.catalog import transfer as catalog
@@ -238,10 +240,11 @@ def test_vulkan_reports_no_peer_copy():
     assert reason.startswith("[api] Vulkan has no peer-to-peer copy between devices")
 
 
-HEADERS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "hip-headers-rocm-6.3.tgz"
+HEADERS = fixture("hip-headers-rocm-6.3.tgz")
 
 
-@pytest.mark.skipif(not shutil.which("clang-22") or not HEADERS.exists(), reason="needs clang-22 and the HIP headers")
+@pytest.mark.skipif(not shutil.which("clang-22") or not HEADERS.exists(),
+                    reason=fixture_absent(HEADERS.name) or "needs clang-22 (scripts/rocm-isa-deps.sh)")
 @pytest.mark.parametrize("target, wave", [("gfx942", 64), ("gfx1100", 32)])
 def test_the_copy_kernel_keeps_four_16_byte_loads_in_flight_on_amd(tmp_path, target, wave):
     """shaders/p2p.cu through clang-22 as hiprtc builds it (the HIP runtime header included)."""

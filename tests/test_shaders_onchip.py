@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import fixture, fixture_absent
+
 from peakbench.catalog import default_catalog
 from peakbench.cuda import sass
 from peakbench.workloads import onchip
@@ -99,12 +101,13 @@ def test_the_sass_check_has_teeth(tmp_path):
 
 
 # -- HIP, through clang-22 ------------------------------------------------------------------------
-HEADERS = ROOT.parent / "shared" / "fixtures" / "hip-headers-rocm-6.3.tgz"
+HEADERS = fixture("hip-headers-rocm-6.3.tgz")
 BITCODE = Path(os.environ.get("PEAKBENCH_AMD_BITCODE")
                or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "peakbench-test" / "amd-bitcode")
 needs_clang = pytest.mark.skipif(shutil.which("clang-22") is None or not HEADERS.exists()
                                  or not (BITCODE / "ocml.bc").exists(),
-                                 reason="clang-22, the HIP headers or the device library are missing (scripts/rocm-isa-deps.sh)")
+                                 reason=fixture_absent(HEADERS.name)
+                                 or "clang-22 or the device library is missing (scripts/rocm-isa-deps.sh)")
 
 
 @pytest.fixture(scope="module")

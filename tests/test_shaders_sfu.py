@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import fixture, fixture_absent
+
 from peakbench.kernels import sfu as cuda_sfu
 from peakbench.workloads import sfu
 
@@ -67,9 +69,9 @@ def test_a_kernel_without_a_function_does_not_build(tmp_path):
 def test_hip_dialect_issues_each_transcendental(tmp_path):
     """For gfx942, each function is one AMDGPU transcendental per step (the builtins need no
     device library)."""
-    headers = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "hip-headers-rocm-6.3.tgz"
-    if not headers.exists():
-        pytest.skip("no HIP headers fixture")
+    headers = fixture("hip-headers-rocm-6.3.tgz")
+    if fixture_absent(headers.name):
+        pytest.skip(fixture_absent(headers.name))
     import tarfile
     with tarfile.open(headers) as tar:
         tar.extractall(tmp_path, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))

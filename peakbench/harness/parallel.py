@@ -102,16 +102,22 @@ class Child:
         return code
 
     def runs(self, tests, code: int) -> list[Run]:
-        """What the process recorded; where it recorded nothing, the device's tests failed."""
-        try:
-            return [run_from_json(r) for r in json.loads(Path(self.json).read_text())["runs"]]
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-        info = self.backend.devices()[self.index]
+        """What the process recorded; each selected test it has no result for (it recorded
+        nothing, or was killed part-way) failed with the process's end as the reason."""
         status = f"signal {-code}" if code < 0 else f"status {code}"
         reason = f"the process measuring this device ended with {status}: {self.last_line or 'no message'}"
-        return [Run(self.backend.name, info.as_json(), None,
-                    [Result(t.name, "failed", t.unit, reason=reason) for t in tests])]
+        try:
+            runs = [run_from_json(r) for r in json.loads(Path(self.json).read_text())["runs"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            runs = []
+        if not runs:
+            info = self.backend.devices()[self.index]
+            runs = [Run(self.backend.name, info.as_json(), None)]
+        for run in runs:
+            measured = {r.test for r in run.results}
+            run.results += [Result(t.name, "failed", t.unit, reason=f"not measured: {reason}")
+                            for t in tests if t.name not in measured]
+        return runs
 
 
 def measure_all(session, plans: list, tests, options: list[str]) -> None:

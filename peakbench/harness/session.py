@@ -239,6 +239,24 @@ class Session:
         self.signum: int | None = None
         self._save_failed = False
         self._rows: dict = {}          # each result's JSON dict, made once (report.result.document)
+        self._planned: list[tuple[str, int]] = []
+        self._selected: list[str] = []
+
+    def plan(self, plans, tests) -> None:
+        """What the run is to measure: (backend, device index) pairs and the selected tests. The
+        document is `complete` only when each of those devices has a result for each test."""
+        self._planned = [(backend.name, index) for backend, index in plans]
+        self._selected = [t.name for t in tests]
+
+    @property
+    def complete(self) -> bool:
+        if self.signum is not None or not self._planned:
+            return False
+        for backend, index in self._planned:
+            run = next((r for r in self.runs if r.backend == backend and r.device.get("index") == index), None)
+            if run is None or not set(self._selected) <= {r.test for r in run.results}:
+                return False
+        return True
 
     def save(self) -> None:
         """The JSON so far, after each test, compact (the outputs at the end are indented). A FIFO
@@ -318,7 +336,7 @@ class Session:
     def write_outputs(self, tables, plot: str | None) -> None:
         """The tables (to the stream `tables`), every output file and the plots, each on its own:
         one that fails is one line on stderr, the others are still written, and the run failed."""
-        doc = document(self.runs, self.base, self.signum is not None, rows=self._rows)
+        doc = document(self.runs, self.base, self.signum is not None, rows=self._rows, complete=self.complete)
         docs, outputs = doc["runs"], self.outputs
 
         def print_tables():
@@ -334,18 +352,22 @@ class Session:
 
         def plots():
             from peakbench.report import plots as plots_mod
-            for path in plots_mod.write(docs, plot):
+            written = plots_mod.write(docs, plot)
+            for path in written:
                 self.progress(f"plot: {path}")
+            if not written:
+                self.progress(f"plot: no chart in {plot}: no result has a size sweep or a GPU-to-GPU matrix"
+                              f"{' (--quick takes no sweeps)' if self.base.get('options', {}).get('quick') else ''}")
 
         steps = [("tables", print_tables)]
-        if "--json" in outputs:
-            steps.append(("--json", lambda: save_json(outputs["--json"], doc)))
-        if "--csv" in outputs:
-            steps.append(("--csv", lambda: outputs["--csv"].write(render.csv_text(docs))))
-        if "--markdown" in outputs:
-            steps.append(("--markdown", markdown))
+        files = {"--json": lambda: save_json(outputs["--json"], doc),
+                 "--csv": lambda: outputs["--csv"].write(render.csv_text(docs)), "--markdown": markdown}
+        chosen = [o for o in files if o in outputs]
+        steps += [(o, files[o]) for o in chosen if not outputs[o].waits]
         if plot:
             steps.append((f"--plot {plot}", plots))
+        # A FIFO waits for its reader: every other output is written first.
+        steps += [(o, files[o]) for o in chosen if outputs[o].waits]
         for what, step in steps:
             try:
                 step()

@@ -73,7 +73,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from peakbench.report.compare import LOWER_IS_BETTER
-from peakbench.report.result import ResultFileError, check_writable, load_json
+from peakbench.report.result import ResultFileError, check_writable, dumps, load_json, refuse_inputs, unfinished
 
 SCHEMA = "peakbench.fleet/1"
 THRESHOLD_PCT = 5.0
@@ -133,10 +133,15 @@ class Gpu:
     results: dict[str, dict]
     flagged: list[dict] = field(default_factory=list)
     failed: bool = False
+    unfinished: str | None = None    # why its record is not a finished run (report.result.unfinished)
 
     @property
     def verdict(self) -> str:
         return "failed" if self.failed else "flagged" if self.flagged else "pass"
+
+    def fail(self, test: str, reason: str) -> None:
+        self.failed = True
+        self.flagged.append({"test": test, "value": None, "median": None, "ratio": None, "reason": reason})
 
     @property
     def short_id(self) -> str:
@@ -165,7 +170,7 @@ def gpus_of(docs: list[tuple[str, dict]]) -> tuple[list[Gpu], list[str]]:
                 buses.setdefault((host, uuid), bus)
             ident = uuid or (f"index {index}" if index is not None else f"{source} run {i}")
             gpu = Gpu(host, uuid, index, bus, _text(spec.get("name")) or device["name"], run["backend"],
-                      source, created, {r["test"]: r for r in run["results"]})
+                      source, created, {r["test"]: r for r in run["results"]}, unfinished=unfinished(doc))
             found.setdefault((host, ident, run["backend"]), []).append(((_moment(created), order, i), gpu))
     gpus, notes = [], []
     for entries in found.values():
@@ -258,7 +263,9 @@ def load_baseline(path: str) -> dict[tuple[str, str], dict[str, dict]]:
     """An earlier fleet report's groups: (model, backend) -> test -> {"median", "mad"}."""
     what = f"--baseline {path}"
     try:
-        doc = json.loads(_read(path, what))
+        doc = json.loads(_read(path, what), parse_constant=_no_constant)
+    except RecursionError:
+        raise FleetError(f"{what}: not a fleet report: nested too deeply") from None
     except ValueError as e:
         raise FleetError(f"{what}: not valid JSON: {e}") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
@@ -280,7 +287,13 @@ def load_baseline(path: str) -> dict[tuple[str, str], dict[str, dict]]:
     return out
 
 
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def _read(path: str, what: str) -> str:
+    if path.endswith("/"):
+        raise FleetError(f"{what}: names a folder (trailing slash), not a file")
     try:
         return Path(path).read_text(encoding="utf-8")
     except OSError as e:
@@ -329,12 +342,12 @@ def _judge_group(model: str, backend: str, group: list[Gpu], floors: Floors, bef
     """One group's summary for the report, its regressions against the baseline, and its notes;
     flags its GPUs on the way."""
     for gpu in group:
+        if gpu.unfinished:
+            gpu.fail("-", f"{gpu.source}: {gpu.unfinished}")
         for test, r in gpu.results.items():
             if r.get("status") == "failed":
-                gpu.failed = True
-                gpu.flagged.append({"test": test, "value": None, "median": None, "ratio": None,
-                                    "reason": f"{test} failed: {r.get('reason') or 'no reason given'}"})
-    tests, few, missing, regressions = {}, [], {}, []
+                gpu.fail(test, f"{test} failed: {r.get('reason') or 'no reason given'}")
+    tests, few, missing, unsupported, regressions = {}, [], {}, {}, []
     for test in dict.fromkeys(t for gpu in group for t in gpu.results):
         measured = [(gpu, v) for gpu in group if (v := _ok_value(gpu.results.get(test))) is not None]
         if not measured:
@@ -354,12 +367,16 @@ def _judge_group(model: str, backend: str, group: list[Gpu], floors: Floors, bef
             ref = (before[test]["median"], before[test]["mad"], "the baseline median") if test in before else None
         for gpu in group:
             r = gpu.results.get(test)
-            if r is None or r.get("status") == "unsupported":
+            if r is None:
                 missing.setdefault(gpu.label, []).append(test)
+                gpu.fail(test, f"{test} missing: its record has no result for it, which "
+                               f"{len(measured)} other GPU{'s' if len(measured) > 1 else ''} of its group measured")
+            elif r.get("status") == "unsupported":
+                unsupported.setdefault(gpu.label, []).append(test)
         for gpu, _ in measured:
             _check(gpu, test, gpu.results[test], unit, lower, ref, stats["floor"], threshold_pct, mads)
-    notes = [f"{label}: {', '.join(t)} not measured (the others of its group measured it)"
-             for label, t in missing.items()]
+    notes = [f"{label}: {', '.join(t)} unsupported (the others of its group measured it)"
+             for label, t in unsupported.items()]
     against = "the baseline's medians where it has them, the floors" if before else "the floors"
     if len(group) < MIN_PEERS:
         notes.append(f"{model} ({backend}): {len(group)} GPU{'s' if len(group) > 1 else ''}, too few to compare "
@@ -534,6 +551,10 @@ def main(argv: list[str]) -> int:
         if args.json is not None and not args.json.strip():
             raise FleetError("--json needs a file name")
         out = check_writable(args.json) if args.json is not None else None
+        if out is not None:
+            refuse_inputs({"--json": out}, {**{f"the input {f}": f for f in args.files},
+                                            **({"the --floor file": args.floor} if args.floor else {}),
+                                            **({"the --baseline report": args.baseline} if args.baseline else {})})
         floors = load_floors(args.floor) if args.floor is not None else Floors()
         baseline = load_baseline(args.baseline) if args.baseline is not None else {}
         docs = [(f, load_json(f)) for f in args.files]
@@ -544,7 +565,7 @@ def main(argv: list[str]) -> int:
         tables = sys.stderr if out is not None and out.fd == 1 else sys.stdout
         print(render(report), file=tables, flush=True)
         if out is not None:
-            out.write(json.dumps(to_json(report), indent=2) + "\n")
+            out.write(dumps(to_json(report)) + "\n")
         return report.exit_code
     except (FleetError, ResultFileError) as e:
         print(f"peakbench fleet: error: {e}", file=sys.stderr)

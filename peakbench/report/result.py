@@ -3,7 +3,9 @@ file is written (regular files atomically, FIFOs and devices in place, `-` to st
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
+import math
 import os
 import platform
 import re
@@ -11,6 +13,7 @@ import socket
 import stat
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -69,19 +72,23 @@ def host_info() -> dict:
 
 def new_document(options: dict | None = None) -> dict:
     """The header of a result: `options` are the run's command-line settings; `interrupted` turns
-    true when a signal ended the run (see document)."""
+    true when a signal ended the run, `complete` only in the last write of a run in which every
+    selected test got its result (see document)."""
     created = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
     return {"schema": SCHEMA, "peakbench_version": __version__,
             "created": created.replace("+00:00", "Z"), "host": host_info(),
-            "options": dict(options or {}), "interrupted": False, "runs": []}
+            "options": dict(options or {}), "interrupted": False, "complete": False, "runs": []}
 
 
 def document(runs: list[Run], base: dict | None = None, interrupted: bool = False,
-             rows: dict | None = None) -> dict:
-    """The JSON document of `runs`. `rows`: (result, its dict) by id(result), kept across calls,
-    so a document rebuilt after every test converts each row once (results do not change)."""
+             rows: dict | None = None, complete: bool = False) -> dict:
+    """The JSON document of `runs`. Every save during a run says `complete: false`, so a file
+    left by a process that was killed (SIGKILL, an OOM kill) never reads as finished. `rows`:
+    (result, its dict) by id(result), kept across calls, so a document rebuilt after every test
+    converts each row once (results do not change)."""
     doc = dict(base or new_document())
     doc["interrupted"] = interrupted
+    doc["complete"] = complete and not interrupted
     rows = {} if rows is None else rows
 
     def row(result: Result) -> dict:
@@ -92,6 +99,22 @@ def document(runs: list[Run], base: dict | None = None, interrupted: bool = Fals
     doc["runs"] = [{**{f.name: getattr(r, f.name) for f in fields(r) if f.name != "results"},
                     "results": [row(x) for x in r.results]} for r in runs]
     return doc
+
+
+def unfinished(doc: dict) -> str | None:
+    """Why a loaded document is not a finished run, or None: readers (fleet, compare) take such
+    a record as failed for its GPUs. A document without `complete` (an older peakbench, or a file
+    cut short by hand) cannot say it finished, so it counts as unfinished too."""
+    counts = ", ".join(f"{len(r['results'])} result{'s' if len(r['results']) != 1 else ''}"
+                       for r in doc.get("runs", [])) or "no result"
+    if doc.get("interrupted"):
+        return f"the run was interrupted by a signal ({counts})"
+    if "complete" not in doc:
+        return f"the record does not say it is complete (no 'complete' field: an older peakbench or an edited file; {counts})"
+    if doc["complete"] is not True:
+        return (f"the record is incomplete ({counts}): the run was killed or is still going "
+                f"(its last write never happened)")
+    return None
 
 
 # -- output files ----------------------------------------------------------------------------
@@ -130,11 +153,45 @@ class Output:
             elif self.replace:
                 _replace(self.path, text)
             else:
-                fd = os.open(self.path, os.O_WRONLY)     # no O_CREAT, no O_TRUNC: the node stays as it is
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                with os.fdopen(_open_in_place(self.path, self.name), "w", encoding="utf-8") as f:
                     f.write(text)
         except OSError as e:
             raise ResultFileError(f"cannot write {self.name}: {e.strerror or e}") from None
+
+    @property
+    def waits(self) -> bool:
+        """Whether writing may wait on another process (a FIFO's reader): such outputs go last."""
+        return self.path is not None and not self.replace and _is_fifo(self.path)
+
+
+FIFO_WAIT_S = 10.0      # how long a FIFO with no reader is waited for before the output is given up
+
+
+def _is_fifo(path: str) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _open_in_place(path: str, name: str) -> int:
+    """A FIFO or a device opened for writing, never created or truncated. A FIFO is opened without
+    blocking (a FIFO with no reader would hold the run for good): a reader is waited for up to
+    FIFO_WAIT_S, then the output is given up with one line."""
+    deadline = time.monotonic() + FIFO_WAIT_S
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as e:
+            if e.errno != errno.ENXIO:          # ENXIO: a FIFO that no process reads
+                raise
+            if time.monotonic() >= deadline:
+                raise ResultFileError(f"cannot write {name}: no process read the FIFO within "
+                                      f"{FIFO_WAIT_S:g} s; gave it up") from None
+            time.sleep(0.05)
+    os.set_blocking(fd, True)                   # the reader is there: write as to any file
+    return fd
 
 
 def _descriptor(name: str) -> int | None:
@@ -198,9 +255,12 @@ def check_writable(name: str | Path) -> Output:
     if fd is not None:
         try:
             os.fstat(fd)
-        except OSError:
+        except (OSError, OverflowError):
             raise ResultFileError(f"cannot write {name}: file descriptor {fd} is not open") from None
         return Output(name, fd=fd)
+    if name.endswith("/"):      # names a folder; realpath would drop the slash and write a file
+        what = "it is a folder" if os.path.isdir(name) else "no such folder (a trailing slash names a folder)"
+        raise ResultFileError(f"cannot write {name}: {what}")
     target = os.path.realpath(name)
     try:
         st = os.stat(target)
@@ -229,16 +289,51 @@ def check_writable(name: str | Path) -> Output:
 def save_json(path: str | Path | Output, doc: dict, indent: int | None = 2) -> None:
     """`indent=None`: compact, which json encodes in C (the saves during a run; the last one is indented)."""
     out = path if isinstance(path, Output) else check_writable(path)
-    out.write(json.dumps(doc, indent=indent) + "\n")
+    out.write(dumps(doc, indent) + "\n")
+
+
+def dumps(doc, indent: int | None = 2) -> str:
+    """Strict JSON: a NaN or an infinity (which JSON has not) is written as null, not as the
+    `NaN` that other readers refuse."""
+    try:
+        return json.dumps(doc, indent=indent, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(doc), indent=indent, allow_nan=False)
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def read_json_text(path: str | Path, what: str) -> object:
+    """Strict JSON from a file (NaN and Infinity refused, a path with a trailing slash taken as a
+    folder); ResultFileError naming `what` and the problem."""
+    if str(path).endswith("/"):
+        raise ResultFileError(f"cannot read {what}: it names a folder (trailing slash)")
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"), parse_constant=_no_constant)
+    except OSError as e:
+        raise ResultFileError(f"cannot read {what}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise ResultFileError(f"{what} is not a text file") from None
+    except RecursionError:
+        raise ResultFileError(f"{what} is not a peakbench result: nested too deeply") from None
+    except ValueError as e:
+        raise ResultFileError(f"{what} is not valid JSON: {e}") from None
 
 
 def load_json(path: str | Path) -> dict:
-    try:
-        doc = json.loads(Path(path).read_text())
-    except OSError as e:
-        raise ResultFileError(f"cannot read {path}: {e.strerror}") from None
-    except ValueError as e:
-        raise ResultFileError(f"{path} is not valid JSON: {e}") from None
+    doc = read_json_text(path, str(path))
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise ResultFileError(f"{path} is not a peakbench result (schema {SCHEMA!r} expected, "
                               f"found {doc.get('schema') if isinstance(doc, dict) else None!r})")
@@ -247,13 +342,35 @@ def load_json(path: str | Path) -> dict:
     # Added later in the same schema: a file without them loads, one with the wrong type does not.
     if not isinstance(doc.get("options", {}), dict):
         raise ResultFileError(f"{path}: 'options' must be an object")
-    if not isinstance(doc.get("interrupted", False), bool):
-        raise ResultFileError(f"{path}: 'interrupted' must be true or false")
+    for flag in ("interrupted", "complete"):
+        if not isinstance(doc.get(flag, False), bool):
+            raise ResultFileError(f"{path}: '{flag}' must be true or false")
     for i, run in enumerate(doc["runs"]):
         problem = _run_problem(run)
         if problem:
             raise ResultFileError(f"{path}: run {i}: {problem}")
     return doc
+
+
+def refuse_inputs(outputs: dict[str, Output], inputs: dict[str, str]) -> None:
+    """ResultFileError when an output (by option) is one of the command's inputs (by what names
+    it): `fleet --json a.json a.json` would replace the record it reads with the report."""
+    for option, out in outputs.items():
+        for what, name in inputs.items():
+            try:
+                st = os.stat(name)
+            except (OSError, ValueError):
+                continue
+            if out.key == ("inode", st.st_dev, st.st_ino) or (out.fd is not None and _same_descriptor(out.fd, st)):
+                raise ResultFileError(f"{option} {out.name} is {what}: an output may not replace an input")
+
+
+def _same_descriptor(fd: int, st: os.stat_result) -> bool:
+    try:
+        mine = os.fstat(fd)
+    except OSError:
+        return False
+    return stat.S_ISREG(mine.st_mode) and (mine.st_dev, mine.st_ino) == (st.st_dev, st.st_ino)
 
 
 def _run_problem(run) -> str | None:

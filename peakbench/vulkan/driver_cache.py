@@ -61,6 +61,38 @@ def _remove_all() -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def sweep_stale(where: str | None = None) -> None:
+    """Remove the folders of ours that a process killed before its exit handler ran (SIGKILL, an
+    OOM kill, a scheduler's timeout) left behind: each is named after its process, and one whose
+    process is gone is stale."""
+    where = where or tempfile.gettempdir()
+    pattern = re.compile(rf"{re.escape(PREFIX)}(\d+)-")
+    try:
+        names = os.listdir(where)
+    except OSError:
+        return
+    for name in names:
+        found = pattern.match(name)
+        if not found or _alive(int(found.group(1))):
+            continue
+        path = os.path.join(where, name)
+        try:
+            if os.lstat(path).st_uid == os.getuid() and os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
 def sass_arch(device_id: int) -> str | None:
     return next((arch for low, high, arch in ARCHES if low <= device_id <= high), None)
 
@@ -78,8 +110,9 @@ class DriverCache:
         if theirs and not self._inherited():
             self.off = f"SASS evidence is off: the user's shader cache settings are in force ({', '.join(theirs)})"
             return
+        sweep_stale()
         try:
-            self.folder = tempfile.mkdtemp(prefix=PREFIX)
+            self.folder = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
         except OSError as e:
             self.off = f"SASS evidence is off: no folder for the driver's cache ({e})"
             return
