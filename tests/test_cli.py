@@ -16,7 +16,7 @@ from peakbench import cli
 from peakbench.backend import BackendUnavailable
 from peakbench.harness import session
 from peakbench.harness.runner import Settings
-from peakbench.report.result import SCHEMA, ResultFileError, load_json, new_document, save_json
+from peakbench.report.result import SCHEMA, ResultFileError, load_json, new_document, save_json, unfinished
 
 RESULT_FIELDS = {"test", "status", "value", "unit", "spec_value", "pct_of_spec", "reason", "stats",
                  "clock_mhz", "params", "evidence", "series"}
@@ -342,6 +342,7 @@ def test_quick_run_exits_0_and_writes_the_design_json(quick_run):
     assert p.returncode == 0, p.stderr
     doc = load_json(paths["json"])
     assert doc["schema"] == "peakbench.result/1" and doc["peakbench_version"]
+    assert (doc["complete"], doc["interrupted"]) == (True, False)
     (run,) = doc["runs"]
     assert run["backend"] == "vulkan" and set(run["device"]) >= DEVICE_FIELDS
     fp32, int4 = run["results"]
@@ -366,6 +367,23 @@ def test_quick_run_tables(quick_run):
     rows = list(csv.DictReader(io.StringIO(paths["csv"].read_text())))
     assert [r["test"] for r in rows] == ["compute.fp32", "compute.int4"]
     assert "| compute.fp32" in paths["md"].read_text()
+
+
+def test_compare_fails_a_record_that_did_not_finish(quick_run, capsys, tmp_path):
+    _, paths = quick_run
+    doc = json.loads(paths["json"].read_text())
+    doc["complete"] = False                          # as a killed run leaves it
+    cut = tmp_path / "killed.json"
+    cut.write_text(json.dumps(doc))
+    code, out, err = cli_main(capsys, "compare", str(paths["json"]), str(cut))
+    assert code == 1 and "compute.fp32" in out
+    assert err.strip() == f"peakbench compare: {cut}: failed: {unfinished(doc)}"
+
+
+def test_compare_refuses_a_path_with_a_trailing_slash(quick_run, capsys):
+    _, paths = quick_run
+    code, out, err = cli_main(capsys, "compare", str(paths["json"]), f"{paths['json']}/")
+    assert_usage_error(code, out, err, "names a folder")
 
 
 def test_compare_a_result_with_itself(quick_run, capsys):

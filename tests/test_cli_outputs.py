@@ -264,3 +264,62 @@ def test_saves_during_a_run_are_compact_convert_each_result_once_and_the_last_is
     text = (tmp_path / "r.json").read_text()
     assert text.count("\n") > 20 and load_json(tmp_path / "r.json")["runs"][0]["results"][2]["test"] == "memory.t2"
     assert converted == ["memory.t0", "memory.t1", "memory.t2"]          # each row once, however many saves
+
+
+# -- paths that are not what they look like --------------------------------------------------
+
+@pytest.mark.parametrize("name", ["newdir/", "keep.json/"])
+def test_a_trailing_slash_names_a_folder_and_writes_no_file(capsys, fake, tmp_path, name):
+    keep = tmp_path / "keep.json"
+    keep.write_text("precious")
+    code, out, err = run(capsys, "--json", f"{tmp_path}/{name}")
+    assert_refused_before_any_test(fake, code, out, err, name, "no such folder")
+    assert keep.read_text() == "precious" and listing(tmp_path) == ["keep.json"]
+
+
+def test_a_trailing_slash_on_an_existing_folder_is_refused(capsys, fake, tmp_path):
+    code, out, err = run(capsys, "--csv", f"{tmp_path}/")
+    assert_refused_before_any_test(fake, code, out, err, "it is a folder")
+
+
+def test_a_file_descriptor_past_any_limit_is_one_line(capsys, fake):
+    code, out, err = run(capsys, "--json", "/dev/fd/99999999999999999999")
+    assert_refused_before_any_test(fake, code, out, err, "is not open")
+
+
+def test_an_output_may_not_replace_the_spec_file_it_reads(capsys, fake, tmp_path):
+    spec = tmp_path / "mine.toml"
+    spec.write_text('[[gpu]]\nname = "Mine"\nboost_clock_mhz = 1000\n[gpu.peaks]\n"compute.fp32" = 1\n')
+    before = spec.read_text()
+    code, out, err = run(capsys, "--spec", str(spec), "--json", str(spec))
+    assert_refused_before_any_test(fake, code, out, err, "the --spec file", "may not replace an input")
+    assert spec.read_text() == before
+
+
+def test_a_fifo_without_a_reader_is_given_up_after_the_other_outputs(capsys, fake, tmp_path, monkeypatch):
+    from peakbench.report import result
+    monkeypatch.setattr(result, "FIFO_WAIT_S", 0.3)
+    fifo, csv_path = tmp_path / "r.json", tmp_path / "r.csv"
+    os.mkfifo(fifo)
+    done = threading.Event()
+    outcome = {}
+
+    def go():
+        outcome["run"] = run(capsys, "--json", str(fifo), "--csv", str(csv_path))
+        done.set()
+    worker = threading.Thread(target=go, daemon=True)
+    worker.start()
+    assert done.wait(30), "a FIFO with no reader must not hold the run"
+    code, out, err = outcome["run"]
+    assert code == 1
+    assert [line for line in err.splitlines() if "error" in line] == [
+        f"peakbench: error: cannot write {fifo}: no process read the FIFO within 0.3 s; gave it up"]
+    assert [r["test"] for r in csv.DictReader(io.StringIO(csv_path.read_text()))] == ["compute.fp32", "compute.int32"]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and "compute.fp32" in out
+
+
+def test_a_value_json_cannot_hold_is_written_as_null(tmp_path):
+    from peakbench.report.result import dumps
+    text = dumps({"value": float("nan"), "stats": {"spread_pct": float("inf")}, "samples": [1.0, float("-inf")]})
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text) == {"value": None, "stats": {"spread_pct": None}, "samples": [1.0, None]}

@@ -43,7 +43,7 @@ def test_sigterm_in_process_keeps_the_results_and_restores_the_handlers(capsys, 
         signal.signal(signal.SIGTERM, previous)
     assert code == 143 and "interrupted (SIGTERM)" in err and "Traceback" not in err
     doc = load_json(path)
-    assert doc["interrupted"] is True
+    assert doc["interrupted"] is True and doc["complete"] is False
     assert [r["test"] for r in doc["runs"][0]["results"]] == ["compute.fp32"]
     assert "compute.fp32" in out and fake.devices[0].closed
 
@@ -75,10 +75,66 @@ def test_a_signal_during_a_real_run_keeps_the_json(vulkan_backend, tmp_path, sig
     assert p.returncode == code, err
     assert f"interrupted ({signal.Signals(signum).name})" in err and "Traceback" not in err
     doc = json.loads(path.read_text())          # complete and valid
-    assert doc["interrupted"] is True and doc["options"]["tests"] == tests
+    assert doc["interrupted"] is True and doc["complete"] is False and doc["options"]["tests"] == tests
     (run,) = doc["runs"]
     done = [r["test"] for r in run["results"]]      # what finished before the signal (catalog order)
     assert done[0] == "compute.fp32" and set(done) < set(tests.split(",")) and len(set(done)) == len(done), done
     assert all(r["status"] == "ok" for r in run["results"])
     assert "compute.fp32" in out                # the table of what was measured
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+# -- a record says whether it is finished ---------------------------------------------------
+
+def test_every_save_during_a_run_says_incomplete_and_the_last_says_complete(capsys, fake, tmp_path):
+    path = tmp_path / "r.json"
+    seen = []
+
+    def peek(test, variant):           # the second test: the first one's save is on disk
+        seen.append(json.loads(path.read_text()))
+        return FakeWorkload()
+
+    fake.devices[0].plan["compute.int32"] = peek
+    code, _, err = cli_main(capsys, "--backend", "vulkan", "--quick", "--json", str(path),
+                            "--tests", "compute.fp32,compute.int32")
+    assert code == 0, err
+    during = seen[0]
+    assert (during["complete"], during["interrupted"]) == (False, False)
+    assert [r["test"] for r in during["runs"][0]["results"]] == ["compute.fp32"]
+    assert load_json(path)["complete"] is True
+
+
+def test_a_run_whose_device_fails_every_test_is_still_complete(capsys, fake, tmp_path):
+    """Complete means every selected test has its result, failed ones included: the run finished."""
+    fake.devices[0].plan["compute.fp32"] = lambda t, v: FakeWorkload(problem="2 of 512 values differ")
+    path = tmp_path / "r.json"
+    code, _, _ = cli_main(capsys, "--backend", "vulkan", "--quick", "--json", str(path), "--tests", "compute.fp32")
+    assert code == 1 and load_json(path)["complete"] is True
+
+
+def test_sigkill_leaves_a_record_no_reader_passes(vulkan_backend, tmp_path):
+    """kill -9 (an OOM kill, a scheduler's) part-way: the file holds what was saved and says
+    `complete: false`; fleet and compare fail it (exit 1) with the reason."""
+    path = tmp_path / "r.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    tests = "compute.fp32,compute.int32,compute.int16,compute.fp16,sfu.rcp,sfu.sqrt,sfu.exp2,sfu.log2"
+    p = subprocess.Popen([sys.executable, "-m", "peakbench", "--backend", "vulkan", "--quick",
+                          "--tests", tests, "--json", str(path)],
+                         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in p.stderr:
+            if line.startswith("[vulkan:0] compute.int32 ..."):
+                p.kill()
+                break
+        p.wait(timeout=60)
+    finally:
+        p.kill()
+    assert p.returncode == -signal.SIGKILL
+    doc = load_json(path)
+    assert (doc["complete"], doc["interrupted"]) == (False, False)
+    assert 1 <= len(doc["runs"][0]["results"]) < len(tests.split(","))
+    for command in (["fleet", str(path)], ["compare", str(path), str(path)]):
+        done = subprocess.run([sys.executable, "-m", "peakbench", *command], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 1, (command, done.stdout, done.stderr)
+        assert "the record is incomplete" in done.stdout + done.stderr, command

@@ -475,3 +475,30 @@ def test_ray_rejects_a_results_folder_that_does_not_exist(tmp_path, capsys):
     from peakbench.harness import cluster
     assert cluster.main(["--results", str(tmp_path / "nope")]) == 2
     assert "--results" in capsys.readouterr().err
+
+
+def test_the_report_may_not_replace_an_input(tmp_path, capsys):
+    good = write(tmp_path, fleet_of(1))[0]
+    before = Path(good).read_text()
+    one_line_error(fleet.main(["--json", good, good]), *capsys.readouterr(), "may not replace an input")
+    assert Path(good).read_text() == before
+    floors = tmp_path / "floors.toml"
+    floors.write_text(FLOORS.read_text())
+    one_line_error(fleet.main([good, "--floor", str(floors), "--json", str(floors)]), *capsys.readouterr(),
+                   "the --floor file")
+
+
+@pytest.mark.parametrize("text, said", [
+    ('{"schema": "peakbench.result/1", "runs": [], "x": NaN}', "NaN is not a JSON number"),
+    ('{"schema": "peakbench.result/1", "runs": [], "x": -Infinity}', "-Infinity is not a JSON number"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+])
+def test_json_no_writer_of_ours_makes_is_refused(tmp_path, capsys, text, said):
+    bad = tmp_path / "bad.json"
+    bad.write_text(text)
+    one_line_error(fleet.main([str(bad)]), *capsys.readouterr(), said)
+
+
+def test_a_result_path_with_a_trailing_slash_is_refused(tmp_path, capsys):
+    good = write(tmp_path, fleet_of(1))[0]
+    one_line_error(fleet.main([good + "/"]), *capsys.readouterr(), "names a folder")
