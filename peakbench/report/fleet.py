@@ -12,7 +12,9 @@ A GPU is flagged for a test when
 - its value is worse than the median by more than max(THRESHOLD% of the median, MADS x MAD),
   defaults 5% and 3 (worse is lower; for times, ns, us and the like, worse is higher), or
 - its % of spec is under the floor for that test (below), or
-- the test failed: the GPU's verdict is then `failed`.
+- the test failed, or the GPU's record has no result for a test others of its group measured, or
+  the record did not finish (interrupted, `complete` false or absent: report.result.unfinished):
+  the GPU's verdict is then `failed`.
 GPUs are compared with their peers only for a test that at least MIN_PEERS (3) GPUs of the group
 measured: two cannot tell which of them is the slow one. Such tests, and groups of one or two, are
 judged by the floors, by failed tests, and against the baseline where one is given.
