@@ -101,9 +101,10 @@ class Child:
         self._reader.join()
         return code
 
-    def runs(self, tests, code: int) -> list[Run]:
-        """What the process recorded; each selected test it has no result for (it recorded
-        nothing, or was killed part-way) failed with the process's end as the reason."""
+    def runs(self, tests, code: int, fill: bool = True) -> list[Run]:
+        """What the process recorded; with `fill`, each selected test it has no result for (it
+        recorded nothing, or was killed part-way) failed with the process's end as the reason.
+        A run we interrupted ourselves keeps only what finished."""
         status = f"signal {-code}" if code < 0 else f"status {code}"
         reason = f"the process measuring this device ended with {status}: {self.last_line or 'no message'}"
         try:
@@ -113,11 +114,10 @@ class Child:
         if not runs:
             info = self.backend.devices()[self.index]
             runs = [Run(self.backend.name, info.as_json(), None)]
-        for run in runs:
+        for run in runs if fill else []:
             measured = {r.test for r in run.results}
-            run.results += [Result(t.name, "failed", t.unit, reason=f"not measured: {reason}")
-                            for t in tests if t.name not in measured]
-        return runs
+            run.results += [Result(t.name, "failed", t.unit, reason=reason) for t in tests if t.name not in measured]
+        return [run for run in runs if run.results]
 
 
 def measure_all(session, plans: list, tests, options: list[str]) -> None:
@@ -149,7 +149,7 @@ def _node_tests(session, plans: list, tests, options: list[str]) -> None:
                     child.proc.send_signal(session.signum)
                 child.wait()
                 code = None
-            for found in child.runs(tests, code if code is not None else -session.signum):
+            for found in child.runs(tests, code if code is not None else -session.signum, fill=code is not None):
                 run = next((r for r in session.runs if r.backend == found.backend
                             and r.device.get("index") == found.device.get("index")), None)
                 if run is None:
@@ -177,7 +177,7 @@ def _parallel(session, plans: list, tests, options: list[str]) -> None:
                 child = Child(backend, index, options, folder, session.progress)
                 children.append(child)
             code = child.wait()
-            runs += child.runs(tests, code)
+            runs += child.runs(tests, code, fill=not stop.is_set())
             if code not in (0, 1) and not stop.is_set():
                 session.failed = True
         with lock:
