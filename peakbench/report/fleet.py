@@ -75,7 +75,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from peakbench.report.compare import LOWER_IS_BETTER
-from peakbench.report.result import ResultFileError, check_writable, dumps, load_json, refuse_inputs, unfinished
+from peakbench.report.result import ResultFileError, check_writable, dumps, load_json, refuse_inputs, strict_loads, unfinished
 
 SCHEMA = "peakbench.fleet/1"
 THRESHOLD_PCT = 5.0
@@ -265,7 +265,7 @@ def load_baseline(path: str) -> dict[tuple[str, str], dict[str, dict]]:
     """An earlier fleet report's groups: (model, backend) -> test -> {"median", "mad"}."""
     what = f"--baseline {path}"
     try:
-        doc = json.loads(_read(path, what), parse_constant=_no_constant)
+        doc = strict_loads(_read(path, what))
     except RecursionError:
         raise FleetError(f"{what}: not a fleet report: nested too deeply") from None
     except ValueError as e:
@@ -287,10 +287,6 @@ def load_baseline(path: str) -> dict[tuple[str, str], dict[str, dict]]:
             tests[test] = {"median": _number(stats["median"]), "mad": _number(stats.get("mad")) or 0.0}
         out[(group["model"], group["backend"])] = tests
     return out
-
-
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def _read(path: str, what: str) -> str:

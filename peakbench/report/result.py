@@ -315,13 +315,18 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
+def strict_loads(text: str):
+    """json.loads without the NaN and Infinity that JSON has not."""
+    return json.loads(text, parse_constant=_no_constant)
+
+
 def read_json_text(path: str | Path, what: str) -> object:
     """Strict JSON from a file (NaN and Infinity refused, a path with a trailing slash taken as a
     folder); ResultFileError naming `what` and the problem."""
     if str(path).endswith("/"):
         raise ResultFileError(f"cannot read {what}: it names a folder (trailing slash)")
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"), parse_constant=_no_constant)
+        return strict_loads(Path(path).read_text(encoding="utf-8"))
     except OSError as e:
         raise ResultFileError(f"cannot read {what}: {e.strerror or e}") from None
     except UnicodeDecodeError:
