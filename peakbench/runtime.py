@@ -163,5 +163,5 @@ class CompiledModules:
         """Nothing to do: the module stays loaded until close()."""
 
     def evidence(self, kernel: Kernel) -> dict:
-        from peakbench.listing import evidence
+        from peakbench.evidence.listing import evidence
         return evidence(self.disassemble(kernel), self.arch)

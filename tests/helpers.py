@@ -74,11 +74,13 @@ def record_tool_runs(sh, monkeypatch) -> list:
     order); the tool versions are read first, so that their own runs are not counted."""
     sh.tool_versions()
     calls = []
-    real = sh._run
+    real = sh.run_tool
 
     def run(args, what=""):
         calls.append(args[0])
         return real(args, what)
 
-    monkeypatch.setattr(sh, "_run", run)
+    from peakbench import spirv_tools
+    monkeypatch.setattr(sh, "run_tool", run)
+    monkeypatch.setattr(spirv_tools, "run_tool", run)     # validate, assemble, disassemble
     return calls

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from peakbench import cache
-from peakbench.cuda import sass
+from peakbench.evidence import sass
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The CUDA census (peakbench/cuda/sass.py loop_census, CudaRuntime.census) on cubins nvcc builds
+"""The CUDA census (evidence/sass.py loop_census, CudaRuntime.census) on cubins nvcc builds
 here for sm_90a from shaders/alu.cu with the defines the CUDA backend passes: every vector-ALU
 variant's loop holds the catalog's work in the catalog's types (the work and types guards pass),
 and planted faults (half the steps per iteration, scalar FP16 under the packed label, FP32 under
@@ -17,7 +17,7 @@ import pytest
 
 from peakbench import kernels, listing
 from peakbench.catalog import default_catalog
-from peakbench.cuda import sass
+from peakbench.evidence import sass
 from peakbench.harness import guards
 from peakbench.runtime import Kernel
 from peakbench.workloads import alu

@@ -1,4 +1,4 @@
-"""peakbench.cuda.sass: a cubin that CuPy cut short by one byte is restored to the length its ELF
+"""peakbench.evidence.sass: a cubin that CuPy cut short by one byte is restored to the length its ELF
 header states."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from peakbench.cuda import sass
+from peakbench.evidence import sass
 
 def elf(body: int, phoff: int, phnum: int, shoff: int, shnum: int) -> bytes:
     head = bytearray(64)

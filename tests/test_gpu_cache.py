@@ -55,7 +55,7 @@ def run(rt, kernel, a: float) -> np.ndarray:
 
 
 def test_a_second_compile_loads_the_cached_cubin_and_it_runs(cuda_rt):
-    from peakbench.cuda import sass
+    from peakbench.evidence import sass
     rt, compiles = cuda_rt
     first = rt.compile_text(SOURCE, {"OFFSET": "3.0f"}, "axpb", BLOCK)
     assert len(compiles) == 1 and "cached" not in first.extra

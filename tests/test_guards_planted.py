@@ -300,9 +300,9 @@ def test_through_the_fake_hip_a_chase_with_16_byte_steps_fails_the_stride_guard(
 
 def test_through_the_fake_hip_an_fp16_kernel_under_the_fp8_label_is_never_ok(tmp_path, fake_rocm, monkeypatch):
     from peakbench.catalog import default_catalog
-    from peakbench.rocm import targets
+    from peakbench.rocm import capabilities
     fp16 = default_catalog().get("compute.fp16")
-    table = targets.TABLE
+    table = capabilities.TABLE
     support, variants = table.support, table.variants
     monkeypatch.setattr(table, "support", lambda test, rt: None if test.name == "compute.fp8_e4m3" else support(test, rt))
     monkeypatch.setattr(table, "variants", lambda test, rt: fp16.variants if test.name == "compute.fp8_e4m3" else variants(test, rt))

@@ -1,4 +1,4 @@
-"""peakbench.listing: opcodes counted with their modifiers in SASS and AMDGCN listings, and one
+"""peakbench.evidence.listing: opcodes counted with their modifiers in SASS and AMDGCN listings, and one
 kernel cut out of a module's listing."""
 from __future__ import annotations
 

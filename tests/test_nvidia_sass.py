@@ -18,7 +18,7 @@ import pytest
 from helpers import fixture, fixture_absent
 
 from peakbench.catalog import compute
-from peakbench.vulkan import nvidia_sass as ns
+from peakbench.evidence import nvidia_cache as ns
 
 DATA = Path(__file__).resolve().parent / "data" / "nvidia-580.159.04-h200-glcache"
 FIXTURE = fixture("nvidia-580.159.04-h200-glcache.tgz")
@@ -349,7 +349,7 @@ def test_the_records_between_two_sizes_are_the_pipelines_made_in_between(small):
 # variables when it loads), each pipeline's records found between the .bin's sizes around its creation.
 ATTRIBUTE = """
 import json, sys
-from peakbench.vulkan import nvidia_sass as ns
+from peakbench.evidence import nvidia_cache as ns
 from peakbench.vulkan.instance import VulkanBackend
 from peakbench.vulkan.shaders import compile_shader
 backend = VulkanBackend()

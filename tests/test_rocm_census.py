@@ -1,4 +1,4 @@
-"""The ROCm census (HipRuntime.census, rocm/isa.py census) through the fake HIP runtime, with real
+"""The ROCm census (HipRuntime.census, evidence/amdgpu.py census) through the fake HIP runtime, with real
 code objects: clang-22 compiles shaders/alu.cu with the options the runtime hands hiprtc
 (tests/test_rocm_isa.py's toolchain) and llvm-mc assembles it, so llvm-objdump-22 reads what an
 MI300X (gfx942) would load. A plain `peakbench --backend rocm --quick` run is `ok` with the census
@@ -15,7 +15,8 @@ import pytest
 
 import fake_hip
 import test_rocm_isa as rocm_isa
-from peakbench.rocm import isa, runtime
+from peakbench.evidence import amdgpu
+from peakbench.rocm import runtime
 from test_workloads_alu import alu_player
 
 TESTS = "compute.fp32,compute.fp16,compute.int8"
@@ -123,7 +124,7 @@ def test_the_census_counts_the_accumulate_forms_and_skips_the_loop_counter():
 	s_cbranch_scc1 65529                                       // 00000000001C: BF85FFF9 <alu+0x4>
 	s_endpgm                                                   // 000000000020: BF810000
 """
-    found = isa.census(isa.parse(listing)["alu"])
+    found = amdgpu.census(amdgpu.parse(listing)["alu"])
     assert found.ops == {"v_dot4c_i32_i8 i8x4": 1, "v_fmac_f32 f32": 1, "v_pk_fma_f16 f16x2": 1}
     assert found.work == 8 + 2 + 4 and found.types == {"i8x4", "f32", "f16x2"}
-    assert isa.census(None).note == "no such kernel in the code object"
+    assert amdgpu.census(None).note == "no such kernel in the code object"

@@ -2,7 +2,7 @@
 of LLVM emits, without an AMD GPU: every kernel variant of shaders/alu.cu, mem.cu and
 matrix_amd.cu is compiled by clang-22 to AMDGPU assembly for every target of the table, with the
 defines and dialect the backend hands hiprtc, and each cell is checked in the assembly
-(peakbench/rocm/isa.py reads it):
+(evidence/amdgpu.py reads it):
   - a native vector-ALU cell shows its instruction in the loop body, as many lanes as the catalog
     counts (unroll * accumulators * lanes of the variant);
   - a native matrix cell shows every MFMA/WMMA form of the table in the loop, unroll * accumulators
@@ -42,7 +42,8 @@ from helpers import fixture, fixture_absent
 from peakbench.catalog import TestSpec as Spec, Variant, default_catalog
 from peakbench.catalog import matrix as matrix_catalog
 from peakbench.catalog.compute import fma
-from peakbench.rocm import isa, targets
+from peakbench.evidence import amdgpu
+from peakbench.rocm import targets
 
 ROOT = Path(__file__).resolve().parents[1]
 SHADERS = ROOT / "shaders"
@@ -175,9 +176,9 @@ class Compiled:
     def ok(self) -> bool:
         return not self.error
 
-    def kernel(self) -> isa.Kernel:
+    def kernel(self) -> amdgpu.Kernel:
         assert self.ok, f"{self.build} on {self.target} did not compile:\n{self.error[:2000]}"
-        found = isa.parse(self.asm)
+        found = amdgpu.parse(self.asm)
         assert self.build.entry in found, f"no kernel {self.build.entry} in the assembly ({sorted(found)})"
         return found[self.build.entry]
 
@@ -286,11 +287,11 @@ class Census:
             row = {"target": target, "source": b.source, "entry": b.entry, "defines": dict(b.defines),
                    "compiled": c.ok, "seconds": round(c.seconds, 2)}
             if c.ok:
-                k = isa.parse(c.asm).get(b.entry)
+                k = amdgpu.parse(c.asm).get(b.entry)
                 r = k.resources
                 row.update(vgprs=r.vgprs, agprs=r.agprs, sgprs=r.sgprs, vgpr_spills=r.vgpr_spills,
                            sgpr_spills=r.sgpr_spills, scratch_bytes=r.scratch_bytes, lds_bytes=r.lds_bytes,
-                           wave=r.wave, occupancy=isa.occupancy(target, r), clang_occupancy=k.compiler_occupancy,
+                           wave=r.wave, occupancy=amdgpu.occupancy(target, r), clang_occupancy=k.compiler_occupancy,
                            loop=k.mix(in_loop=True, top=6))
             else:
                 row["error"] = first_error(c.error)
@@ -352,13 +353,13 @@ def table_opcodes(text: str) -> tuple[tuple[str, ...], bool]:
     return tuple(re.findall(r"\bv_[a-z0-9_]+", head)), " + " in head
 
 
-def alu_check(kernel: isa.Kernel, test: Spec, variant: Variant, instruction: str) -> str | None:
+def alu_check(kernel: amdgpu.Kernel, test: Spec, variant: Variant, instruction: str) -> str | None:
     """The loop does the work the catalog counts with the table's instruction(s)."""
     opcodes, every = table_opcodes(instruction)
     per_lane = variant.ops_per_step // variant.width      # ops of one lane in one step: FMA 2, a 4x8 dot word 8
     lanes = variant.unroll * test.accumulators * variant.ops_per_step // per_lane
     for group in ([(o,) for o in opcodes] if every else [opcodes]):
-        if failure := isa.check_instruction(kernel, group, lanes):
+        if failure := amdgpu.check_instruction(kernel, group, lanes):
             return failure
     return None
 
@@ -366,13 +367,13 @@ def alu_check(kernel: isa.Kernel, test: Spec, variant: Variant, instruction: str
 _BF16_ARITH = re.compile(r"^v_(?:pk_)?(?:fma|fmac|mad|mac|mul|add|sub|min|max|dot\d+c?)_\w*bf16")
 
 
-def bf16_check(kernel: isa.Kernel) -> str | None:
+def bf16_check(kernel: amdgpu.Kernel) -> str | None:
     """BF16 __hfma2 emulated: no BF16 arithmetic in the loop, FP32 FMAs, each result rounded back
     to BF16 by integer instructions (v_bfe_u32 takes the rounding bit) or by a conversion."""
     native = sorted(op for op in kernel.loop_counts if _BF16_ARITH.match(op))
     if native:
         return f"{kernel.name}: native BF16 arithmetic in the loop: {native}"
-    fmas = isa.loop_lanes(kernel, ("v_fma_f32", "v_pk_fma_f32"))
+    fmas = amdgpu.loop_lanes(kernel, ("v_fma_f32", "v_pk_fma_f32"))
     rounded = kernel.loop_counts["v_bfe_u32"] + sum(
         n * 2 for op, n in kernel.loop_counts.items() if re.match(r"v_cvt_pk_bf16_f32", op))
     if not fmas or rounded != fmas:
@@ -380,10 +381,10 @@ def bf16_check(kernel: isa.Kernel) -> str | None:
     return None
 
 
-def stream_check(kernel: isa.Kernel, test: Spec, variant: Variant) -> str | None:
+def stream_check(kernel: amdgpu.Kernel, test: Spec, variant: Variant) -> str | None:
     """Every vector access 128-bit, and `unroll` of them in flight: those of the loop where it
     has them (the chunk and stride reads), else those of the kernel (rows, tiles)."""
-    if failure := isa.check_wide_memory(kernel):
+    if failure := amdgpu.check_wide_memory(kernel):
         return failure
     for kind in {"read": ("load",), "write": ("store",), "copy": ("load", "store")}[test.dtype]:
         ops = [m for m in kernel.memory(in_loop=True) if m.unit == "vector" and m.kind == kind] \
@@ -393,7 +394,7 @@ def stream_check(kernel: isa.Kernel, test: Spec, variant: Variant) -> str | None
     return None
 
 
-def short(kernel: isa.Kernel, opcodes) -> str:
+def short(kernel: amdgpu.Kernel, opcodes) -> str:
     """'512 v_pk_fma_f16': the loop's counts of `opcodes`, the three most frequent."""
     found = sorted(((n, op) for op, n in kernel.loop_counts.items() if op in opcodes), reverse=True)[:3]
     return " + ".join(f"{n} {op}" for n, op in found) or "none"
@@ -409,7 +410,7 @@ def test_vector_alu_cell(census, target, test):
         if instruction:
             opcodes, _ = table_opcodes(instruction)
             failure = alu_check(kernel, test, variant, instruction)
-            shown = set(opcodes) | {isa.accumulate_form(o) for o in opcodes} if not failure else \
+            shown = set(opcodes) | {amdgpu.accumulate_form(o) for o in opcodes} if not failure else \
                 {op for op in kernel.loop_counts if op.startswith("v_")}
         else:
             failure = bf16_check(kernel) if test.dtype == "bf16" else f"no check for {reason}"
@@ -429,7 +430,7 @@ def test_matrix_cell(census, target, test):
             variant = variants(test, f)[0]
             kernel = census.get(target, build(test, variant, f)).kernel()
             expected = variant.unroll * (variant.accumulators or test.accumulators)
-            failure = isa.check_count(kernel, f.issued_by, expected, f.mnemonic)
+            failure = amdgpu.check_count(kernel, f.issued_by, expected, f.mnemonic)
             notes.append(short(kernel, {op for op in kernel.loop_counts if f.issued_by(op)}))
             census.note(target, test.name, ", ".join(notes) if not failure else f"FAIL {failure}")
             assert failure is None, failure
@@ -465,13 +466,13 @@ def test_stream_moves_128_bits_per_access(census, target, test, variant):
 def test_stream_fill_moves_128_bits_per_store(census, target):
     test = STREAM_TESTS[0]
     kernel = census.get(target, build(test, test.variants[0], fill=True)).kernel()
-    assert isa.check_wide_memory(kernel) is None, isa.check_wide_memory(kernel)
+    assert amdgpu.check_wide_memory(kernel) is None, amdgpu.check_wide_memory(kernel)
 
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_chase_loads_through_vector_memory(census, target):
     kernel = census.get(target, build(CHASE_TEST, None)).kernel()
-    failure = isa.check_vector_chase(kernel)
+    failure = amdgpu.check_vector_chase(kernel)
     loads = [m.opcode for m in kernel.memory(in_loop=True) if m.kind == "load"]
     census.note(target, "latency", f"{len(loads)} {'/'.join(sorted(set(loads)))} in the loop" if not failure
                 else f"FAIL {failure}")
@@ -480,7 +481,7 @@ def test_chase_loads_through_vector_memory(census, target):
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_every_kernel_has_registers_no_scratch_and_clangs_occupancy(census, target):
-    """The metadata is there for every kernel, nothing spills to memory, and isa.occupancy agrees
+    """The metadata is there for every kernel, nothing spills to memory, and amdgpu.occupancy agrees
     with the occupancy clang reports for the kernel (VGPRs bound all of these kernels)."""
     problems = []
     for b in target_builds(target):
@@ -495,8 +496,8 @@ def test_every_kernel_has_registers_no_scratch_and_clangs_occupancy(census, targ
         if r.scratch_bytes:         # spills to memory (gfx908 may spill VGPRs to AGPRs: no scratch)
             problems.append(f"{dict(b.defines)}: {r.vgpr_spills} VGPR, {r.sgpr_spills} SGPR spills, "
                             f"{r.scratch_bytes} B scratch")
-        if k.compiler_occupancy is not None and isa.occupancy(target, r) != k.compiler_occupancy:
-            problems.append(f"{dict(b.defines)}: {r.vgprs} VGPRs -> isa.occupancy {isa.occupancy(target, r)}, "
+        if k.compiler_occupancy is not None and amdgpu.occupancy(target, r) != k.compiler_occupancy:
+            problems.append(f"{dict(b.defines)}: {r.vgprs} VGPRs -> amdgpu.occupancy {amdgpu.occupancy(target, r)}, "
                             f"clang {k.compiler_occupancy}")
     assert not problems, "\n".join(problems)
 
@@ -557,9 +558,9 @@ def test_a_load_narrowed_to_64_bits_fails_the_check(census):
 def test_a_chase_whose_address_is_uniform_fails_the_check(census):
     target = "gfx90a"
     b = build(CHASE_TEST, None)
-    assert isa.check_vector_chase(census.get(target, b).kernel()) is None
+    assert amdgpu.check_vector_chase(census.get(target, b).kernel()) is None
     text = planted("mem.cu", 'asm volatile("" : "+v"(p));', "")
-    failure = isa.check_vector_chase(census.modified(target, b, text).kernel())
+    failure = amdgpu.check_vector_chase(census.modified(target, b, text).kernel())
     assert failure and "s_load" in failure, failure
 
 
@@ -585,11 +586,11 @@ def test_the_objdump_listing_of_a_code_object_gives_the_same_census(census, tmp_
     run(tools["llvm-mc"], "-triple=amdgcn-amd-amdhsa", f"-mcpu={target}", "-filetype=obj",
         str(tmp_path / "kernel.s"), "-o", obj)
     listing = run(tools["llvm-objdump"], "-d", f"--mcpu={target}", obj) + run(tools["llvm-readelf"], "--notes", obj)
-    from_asm, from_dump = c.kernel(), isa.parse(listing)[b.entry]
+    from_asm, from_dump = c.kernel(), amdgpu.parse(listing)[b.entry]
     assert from_dump.loop and from_dump.loop_counts == from_asm.loop_counts
     assert from_dump.counts == from_asm.counts
     assert from_dump.resources == from_asm.resources
-    assert isa.occupancy(target, from_dump.resources) == from_asm.compiler_occupancy
+    assert amdgpu.occupancy(target, from_dump.resources) == from_asm.compiler_occupancy
 
 
 # -- the reader itself, without a compiler -------------------------------------------------------
@@ -613,15 +614,15 @@ Disassembly of section .text:
 
 
 def test_a_listing_splits_into_its_loop_from_the_branch_target():
-    k = isa.parse(DUMP)["alu"]
+    k = amdgpu.parse(DUMP)["alu"]
     assert [i.opcode for i in k.loop][0] == "v_pk_fma_f16" and k.loop[-1].opcode == "s_cbranch_scc1"
     assert k.loop_counts["v_pk_fma_f16"] == 1 and k.counts["v_pk_fma_f16"] == 2
-    assert isa.check_instruction(k, ("v_pk_fma_f16",), 2) is None
-    assert "expected 4" in isa.check_instruction(k, ("v_pk_fma_f16",), 4)
+    assert amdgpu.check_instruction(k, ("v_pk_fma_f16",), 2) is None
+    assert "expected 4" in amdgpu.check_instruction(k, ("v_pk_fma_f16",), 4)
     # Without the <alu+0x1c> annotation the target comes from the branch's own offset (-5 words).
-    k = isa.parse(DUMP.replace(" <alu+0x1c>", ""))["alu"]
+    k = amdgpu.parse(DUMP.replace(" <alu+0x1c>", ""))["alu"]
     assert [i.opcode for i in k.loop] == ["v_pk_fma_f16", "s_add_i32", "s_cmp_lg_u32", "s_cbranch_scc1"]
-    assert isa.check_wide_memory(k) == "alu: global_load_dwordx2, global_store_dwordx2 (not 128-bit)"
+    assert amdgpu.check_wide_memory(k) == "alu: global_load_dwordx2, global_store_dwordx2 (not 128-bit)"
 
 
 def test_memory_instructions_are_classified_by_unit_and_width():
@@ -632,16 +633,16 @@ def test_memory_instructions_are_classified_by_unit_and_width():
              "s_buffer_load_dword": ("scalar", "load", 32), "ds_read_b128": ("lds", "load", 128),
              "scratch_store_dword": ("scratch", "store", 32), "global_atomic_add_f32": ("vector", "atomic", None)}
     for op, want in cases.items():
-        m = isa.memory_op(op)
+        m = amdgpu.memory_op(op)
         assert (m.unit, m.kind, m.bits) == want, op
-    assert isa.memory_op("v_pk_fma_f16") is None and isa.memory_op("s_waitcnt") is None
+    assert amdgpu.memory_op("v_pk_fma_f16") is None and amdgpu.memory_op("s_waitcnt") is None
 
 
 def test_accumulate_twins_and_packed_lanes():
-    assert isa.accumulate_form("v_fma_f32") == "v_fmac_f32"
-    assert isa.accumulate_form("v_dot4_i32_i8") == "v_dot4c_i32_i8"
-    assert isa.accumulate_form("v_pk_fma_f16") == "v_pk_fmac_f16"
-    assert isa.base("v_add_u32_e32") == "v_add_u32" and isa.lanes("v_pk_mad_u16") == 2
+    assert amdgpu.accumulate_form("v_fma_f32") == "v_fmac_f32"
+    assert amdgpu.accumulate_form("v_dot4_i32_i8") == "v_dot4c_i32_i8"
+    assert amdgpu.accumulate_form("v_pk_fma_f16") == "v_pk_fmac_f16"
+    assert amdgpu.base("v_add_u32_e32") == "v_add_u32" and amdgpu.lanes("v_pk_mad_u16") == 2
 
 
 @pytest.mark.parametrize("target, vgprs, waves", [
@@ -651,4 +652,4 @@ def test_accumulate_twins_and_packed_lanes():
     ("gfx1201", 105, 12), ("gfx1201", 73, 16)])
 def test_occupancy_follows_the_register_file_of_each_target(target, vgprs, waves):
     wave = targets.family(target).wave
-    assert isa.occupancy(target, isa.Resources(vgprs=vgprs, wave=wave)) == waves
+    assert amdgpu.occupancy(target, amdgpu.Resources(vgprs=vgprs, wave=wave)) == waves

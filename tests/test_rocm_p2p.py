@@ -230,7 +230,7 @@ def test_one_gpu_is_unsupported(monkeypatch):
 
 
 def test_the_table_names_the_module():
-    from peakbench.rocm.targets import TABLE
+    from peakbench.rocm.capabilities import TABLE
     assert TABLE.modules["p2p"] == "peakbench.rocm.p2p"
 
 

@@ -18,7 +18,7 @@ import pytest
 from helpers import fixture, fixture_absent
 
 from peakbench.catalog import default_catalog
-from peakbench.cuda import sass
+from peakbench.evidence import sass
 from peakbench.workloads import onchip
 from peakbench.workloads.chase import ROUND
 

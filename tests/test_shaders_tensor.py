@@ -82,7 +82,7 @@ SPARSE_FORMS = [f for f in tensor.FORMS if f.sparse]
 
 
 def sass_listing(tmp_path, form) -> str:
-    from peakbench.cuda import sass
+    from peakbench.evidence import sass
     test = CATALOG.get(f"matrix.{form.test}.sparse")
     variant = tensor.variant_of(form)
     arch = compile_arch(form)[3:]
@@ -122,7 +122,7 @@ def test_sparse_wgmma_passes_the_metadata_register_and_selector(tmp_path):
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 def test_ptxas_lowers_mma_sp_fp8_on_hopper(tmp_path):
     """Why support() offers no mma.sp FP8 form on sm_90: ptxas turns it into FP16 HMMA.SP steps."""
-    from peakbench.cuda import sass
+    from peakbench.evidence import sass
     form = next(f for f in SPARSE_FORMS if f.path == "mma.sp" and f.test == "fp8_e4m3.fp32")
     out = tmp_path / "fp8.cubin"
     settings = tensor.defines(form, tensor.variant_of(form), 8)

@@ -21,8 +21,8 @@ from helpers import ROOT, run_peakbench
 from peakbench.backend import DeviceInfo
 from peakbench.catalog import default_catalog
 from peakbench.vulkan import driver_cache as dc
-from peakbench.vulkan import nvidia_sass as ns
-from peakbench.vulkan.sass_check import check
+from peakbench.evidence import nvidia_cache as ns
+from peakbench.evidence.sass_rules import check
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "nvidia-580.159.04-h200-glcache"
 BIN = next(FIXTURE.rglob("*.bin"))
@@ -502,7 +502,7 @@ def test_the_sass_guard_reads_only_what_it_has_a_rule_for():
                                        ("QGMMA.64x256x32.F32.E4M3.E4M3", "e4m3.f32"), ("DMMA.884", "f64.f64"),
                                        ("HGMMA.64x256x16.F32.BF16", "bf16.f32")])
 def test_mma_opcodes_name_their_operand_types(op, types):
-    from peakbench.vulkan.sass_check import mma_types
+    from peakbench.evidence.sass_rules import mma_types
     assert mma_types(op) == types
 
 

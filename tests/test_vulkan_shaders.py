@@ -64,7 +64,7 @@ def test_second_compile_hits_the_cache(sh, counted_tools, monkeypatch):
     def no_tools(args, what=""):
         raise AssertionError(f"a cached module started {args[0]}")
 
-    monkeypatch.setattr(sh, "_run", no_tools)
+    monkeypatch.setattr(sh, "run_tool", no_tools)
     assert sh.compile_shader("alu_fma.comp", dict(settings)) == first
 
 

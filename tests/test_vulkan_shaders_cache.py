@@ -172,7 +172,7 @@ def test_an_unwritable_cache_means_compiling_each_time(sh, pristine, tmp_path, m
     def denied(*args):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(sh.os, "replace", denied)      # root ignores file modes: refuse the write itself
+    monkeypatch.setattr(os, "replace", denied)       # root ignores file modes: refuse the write itself
     for _ in range(2):
         assert [sh.compile_shader(name, settings) for name, settings in SHADERS] == words
     assert counted_compiles.count(sh.tool("spirv-val")) == 2 * len(SHADERS)

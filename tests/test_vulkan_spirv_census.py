@@ -1,4 +1,4 @@
-"""The SPIR-V census (peakbench/vulkan/spirv_census.py) on modules glslang builds here, no device
+"""The SPIR-V census (evidence/spirv.py) on modules glslang builds here, no device
 needed: every vector-ALU variant (64-bit integers included) and every cooperative-matrix module
 (GLSL, the BF16/FP8/FP64 rewrites, the workgroup-scope form) holds the catalog's work in the test's
 types; planted faults (an FP16 module under the BF16 label, half the steps) fail the guard that
@@ -15,7 +15,7 @@ from peakbench.catalog import matrix as matrix_catalog
 from peakbench.harness import guards, session
 from peakbench.runtime import Kernel
 
-spirv_census = pytest.importorskip("peakbench.vulkan.spirv_census", exc_type=(ImportError, OSError))
+spirv_census = pytest.importorskip("peakbench.evidence.spirv", exc_type=(ImportError, OSError))
 from peakbench.vulkan import capabilities, coopmat  # noqa: E402
 from peakbench.vulkan.shaders import compile_shader  # noqa: E402
 from peakbench.workloads import alu  # noqa: E402

@@ -71,8 +71,12 @@ def test_vulkan_planted_address_map_is_caught(vulkan_device):
 
 # -- CUDA/HIP ---------------------------------------------------------------------------------
 class Rt:
+    """What kernels/atomic.py reads of a runtime: HipRuntime's base target and family."""
     def __init__(self, dialect, arch):
-        self.dialect, self.arch = dialect, arch
+        from peakbench.rocm import targets
+        self.dialect, self.arch = dialect, targets.base_target(arch)
+        family = targets.family(self.arch) if dialect == "hip" else None
+        self.family = family.name if family else ""
 
 
 def test_float_variants_follow_the_hardware():

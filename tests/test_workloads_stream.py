@@ -498,7 +498,7 @@ def test_chunk_sums_match_the_kernels_indexing_loop_by_loop(n, blocks, block, pa
 def test_the_cache_flush_reads_all_of_its_own_hash_filled_buffer(vulkan_device):
     """stream.CacheFlush (the chase's screening sweep reads it in place of a partial walk): one
     pass of the chunk read over the bytes asked in whole steps, every thread's sums the host's."""
-    from peakbench.vulkan.capabilities import STREAM
+    from peakbench.vulkan.kernels import STREAM
     rt = vulkan_device.rt
     flush = stream.CacheFlush(rt, STREAM, 1 << 20)
     try:

@@ -10,7 +10,7 @@ element type, u32 everywhere and f32 where the API and hardware add floats nativ
 """
 from dataclasses import dataclass
 
-from peakbench.catalog import TestSpec, Variant
+from peakbench.catalog.descriptors import TestSpec, Variant
 
 UNROLL = 16
 

@@ -19,7 +19,7 @@ ops_per_step per kernel family (DESIGN.md op counting):
   bf16dot  v = (dot(v, m0), dot(v, m1), ...) on an n-lane bfloat16 vector: each dot is n multiplies
            and n-1 adds, so n * (2n - 1) ops per step; no accumulate is folded in.
 """
-from peakbench.catalog import ComputeTest, Variant
+from peakbench.catalog.descriptors import ComputeTest, Variant
 
 
 def fma(width: int, unroll: int) -> Variant:

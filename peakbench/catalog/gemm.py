@@ -11,7 +11,7 @@ as torch._scaled_mm does), so the number is what an application's matrix multipl
 """
 from dataclasses import dataclass
 
-from peakbench.catalog import TestSpec, Variant
+from peakbench.catalog.descriptors import TestSpec, Variant
 
 SIZE = 8192     # the default M = N = K
 

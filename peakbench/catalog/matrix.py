@@ -14,7 +14,7 @@ quoted.
 """
 from dataclasses import dataclass
 
-from peakbench.catalog import MatrixTest, Variant
+from peakbench.catalog.descriptors import MatrixTest, Variant
 
 UNROLL = 4   # steps per loop iteration; an MMA step is long, so the loop costs nothing at 4
 

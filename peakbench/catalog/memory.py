@@ -6,7 +6,7 @@ read over working sets from a few KiB up, kept as a series. latency.* come from 
 swept over working sets: its plateaus are the levels (l0..l3, l2_far, dram), found, not assumed.
 launch.overhead is the submit-to-completion time of an empty dispatch.
 """
-from peakbench.catalog import LatencyTest, LaunchTest, MemoryTest, Variant
+from peakbench.catalog.descriptors import LatencyTest, LaunchTest, MemoryTest, Variant
 
 STREAM_UNROLL = 16  # reads in flight per thread, with two workgroups per compute unit (workloads/stream.py)
 ROWS_UNROLL = 32    # rows of the rows read: one load from each per thread (workloads/stream.py, ROWS_BLOCK)

@@ -7,7 +7,7 @@ sets inside the L2 with loads that skip the L1 (bytes read per second); the read
 memory.read keeps the whole curve, this is the level's own number. Kernels and their contract:
 shaders/onchip.cu, onchip_shared.comp, onchip_l2.comp; workloads/onchip.py.
 """
-from peakbench.catalog import LatencyTest, MemoryTest, Variant
+from peakbench.catalog.descriptors import LatencyTest, MemoryTest, Variant
 
 SHARED_UNROLL = 16  # 16-byte shared loads a pass per invocation, issued back to back
 SHARED_SUMS = 4     # partial sums they are added into (the loads do not wait on one chain)

@@ -14,7 +14,7 @@ special-function results per SM per clock), so the function stays the bottleneck
 """
 from dataclasses import dataclass
 
-from peakbench.catalog import TestSpec, Variant
+from peakbench.catalog.descriptors import TestSpec, Variant
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ between a pair at once and count the bytes of both. Its workload is peakbench/wo
 """
 from dataclasses import dataclass
 
-from peakbench.catalog import TestSpec, Variant
+from peakbench.catalog.descriptors import TestSpec, Variant
 
 KINDS = ("pinned", "pageable")
 

@@ -12,9 +12,10 @@ import cupy as cp
 import numpy as np
 from cupy.cuda import nvrtc
 
-from peakbench import cache, listing
+from peakbench import cache
+from peakbench.evidence import listing
 from peakbench.backend import DeviceInfo
-from peakbench.cuda import sass
+from peakbench.evidence import sass
 from peakbench.runtime import CompiledModules, Kernel, Limits, LoopCensus, Words, host_bytes
 
 MAX_DYNAMIC_SHARED = 8        # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
@@ -114,7 +115,7 @@ class CudaRuntime(CompiledModules):
         return {**found, "cached": "binary"} if kernel.extra.get("cached") else found
 
     def census(self, kernel: Kernel) -> LoopCensus:
-        """The main loop of the kernel's SASS (cuda/sass.py), for the work and types guards."""
+        """The main loop of the kernel's SASS (evidence/sass.py), for the work and types guards."""
         return sass.loop_census(self.disassemble(kernel))
 
     # Memory ------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from peakbench.backend import release_on_failure
 from peakbench.catalog import TestSpec, Variant
 from peakbench.catalog import matrix as catalog
 from peakbench.catalog import matrix_reference as ref
-from peakbench.cuda import sass
+from peakbench.evidence import sass
 from peakbench.workloads import matrix as shared
 from peakbench.workloads import matrix_sparse as sparse
 

@@ -143,10 +143,10 @@ def work(test, variant, census, loop_items: int | None) -> tuple[str | None, dic
 
 def sass(test, variant, params: dict, found: dict) -> tuple[str | None, dict | str]:
     """(problem, evidence) of the SASS loop body NVIDIA's Vulkan driver compiled (a result's
-    evidence["sass"], vulkan/sass_check.py) against the catalog: its types, then its work."""
+    evidence["sass"], evidence/sass_rules.py) against the catalog: its types, then its work."""
     if found.get("note") or not found.get("loop_mix"):
         return None, f"not checked: {found.get('note') or 'no loop body in the SASS'}"
-    from peakbench.vulkan.sass_check import census
+    from peakbench.evidence.sass_rules import census
     machine = census(test.name, params, found)
     if machine is None:
         return None, f"not checked: no SASS rule for {test.name}"

@@ -26,10 +26,8 @@ def missing(test, rt) -> dict[str, str]:
     if rt.dialect == "cuda" and test.space == "shared":
         return {"f32": NO_SHARED_FLOAT}
     if rt.dialect == "hip" and test.space == "global":
-        from peakbench.rocm import targets
-        family = targets.family(rt.arch)
-        if family is not None and family.name == "RDNA2":
-            return {"f32": NO_GLOBAL_FLOAT.format(target=targets.base_target(rt.arch))}
+        if rt.family == "RDNA2":
+            return {"f32": NO_GLOBAL_FLOAT.format(target=rt.arch)}
     return {}
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from peakbench.backend import DeviceInfo, Enumerated
-from peakbench.rocm import targets
+from peakbench.rocm import capabilities, targets
 from peakbench.rocm.runtime import HipApi, HipRuntime, hip_version
 from peakbench.workloads import Device
 
@@ -151,4 +151,4 @@ class RocmBackend(Enumerated):
     def open(self, index: int) -> Device:
         info = self._infos[index]
         rt = HipRuntime(self.api, index, info, self._props[index], AmdSmiClock.for_device(info.extra["pci_address"]))
-        return Device(rt, targets.TABLE)
+        return Device(rt, capabilities.TABLE)

@@ -18,7 +18,7 @@ from peakbench.catalog import matrix as catalog
 from peakbench.catalog import matrix_reference as ref
 from peakbench.rocm import targets
 from peakbench.rocm.targets import Mma
-from peakbench.listing import instruction_mix, opcodes
+from peakbench.evidence.listing import instruction_mix, opcodes
 from peakbench.workloads import matrix as shared
 from peakbench.workloads import matrix_sparse as sparse
 

@@ -24,8 +24,9 @@ import numpy as np
 
 from peakbench import cache
 from peakbench.backend import DeviceInfo
-from peakbench.listing import run_on_file
-from peakbench.rocm import isa, targets
+from peakbench.evidence.listing import run_on_file
+from peakbench.evidence import amdgpu
+from peakbench.rocm import targets
 from peakbench.runtime import CompiledModules, Kernel, Limits, LoopCensus, Words, host_bytes
 
 
@@ -129,6 +130,8 @@ class HipRuntime(CompiledModules):
         self.index, self.info, self._clock = index, info, clock
         self.target = props["gcnArchName"]                  # e.g. gfx90a:sramecc+:xnack-
         self.arch = targets.base_target(self.target)        # gfx90a
+        family = targets.family(self.arch)
+        self.family = family.name if family else ""    # RDNA2, CDNA3, ... ("" where the table has none)
         self.api.call(self.hip.hipSetDevice, index)
         free, _total = self.api.call(self.hip.hipMemGetInfo)
         self.limits = Limits(units=props["multiProcessorCount"], threads_per_unit=props["maxThreadsPerMultiProcessor"],
@@ -220,13 +223,13 @@ class HipRuntime(CompiledModules):
         return {**found, "cached": "binary"} if kernel.extra.get("cached") else found
 
     def census(self, kernel: Kernel) -> LoopCensus:
-        """The main loop of the kernel's code object (rocm/isa.py), for the work and types guards."""
+        """The main loop of the kernel's code object (evidence/amdgpu.py), for the work and types guards."""
         listing = self.disassemble(kernel)
         if listing is None:
             why = (NO_OBJDUMP if not objdump() else
                    "the code object could not be disassembled (not an AMDGPU ELF, or a compressed bundle)")
             return LoopCensus({}, 0, frozenset(), "AMDGPU", why)
-        return isa.census(isa.parse(listing).get(kernel.name))
+        return amdgpu.census(amdgpu.parse(listing).get(kernel.name))
 
 
     # Memory ------------------------------------------------------------------------------------

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from peakbench import kernels
 from peakbench.catalog import TestSpec
 
 
@@ -342,11 +341,6 @@ def alu_reason(arch: str, test_name: str) -> str | None:
 def alu_support(test: TestSpec, rt) -> str | None:
     """The rule for compute.* tests (rt.arch is the gfx target)."""
     return alu_reason(rt.arch, test.name)
-
-
-# The device table the workloads read (peakbench/workloads/__init__.py); rocm/matrix.py imports this module.
-TABLE = kernels.Table(alu_support, "peakbench.rocm.matrix",
-                      {"transfer": "peakbench.rocm.transfer", "gemm": "peakbench.rocm.gemm", "p2p": "peakbench.rocm.p2p"})
 
 
 def table(arch: str) -> dict[str, dict]:

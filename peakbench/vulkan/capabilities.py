@@ -8,17 +8,11 @@ from peakbench.backend import Unsupported
 from peakbench.catalog import TestSpec, Variant
 from peakbench.catalog import alu_reference as ref
 from peakbench.vulkan import coopmat
-from peakbench.vulkan.instance import EXT_BFLOAT16, EXT_FLOAT8
+from peakbench.vulkan.kernels import CHASE_PATH, EMPTY, LAUNCH_PARAMS, STREAM  # noqa: F401  (the table's kernels)
+from peakbench.vulkan.probe import EXT_BFLOAT16, EXT_FLOAT8
 from peakbench.workloads.alu import AluKernel
 from peakbench.workloads.chase import ChaseKernel
-from peakbench.workloads.stream import StreamKernel
 
-STREAM = StreamKernel("mem_stream.comp", "main")
-EMPTY = ("empty.comp", "main")
-LAUNCH_PARAMS = {"dispatch": "1 workgroup of 1 invocation, recorded once",
-                 "timed": "vkQueueSubmit to fence signalled, host clock"}
-CHASE_PATH = {True: "buffer-reference loads of the next node's address (GL_EXT_buffer_reference), one invocation",
-              False: "storage-buffer loads of the next node's index (vector memory), one invocation"}
 # Stream layouts whose shader reduces with subgroup arithmetic (mem_stream.comp, LAYOUT 2).
 SUBGROUP_LAYOUTS = ("rows",)
 

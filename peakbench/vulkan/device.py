@@ -16,7 +16,7 @@ from peakbench.backend import DeviceInfo, error_text
 from peakbench.runtime import host_bytes
 from peakbench.telemetry import ClockReader
 from peakbench.vulkan.driver_cache import Code, DriverCache, PipelineCode, dump_name, fingerprint
-from peakbench.vulkan.instance import (EXT_ATOMIC_FLOAT, EXT_BFLOAT16, EXT_COOPMAT, EXT_COOPMAT2, EXT_EXECUTABLE_PROPERTIES,
+from peakbench.vulkan.probe import (EXT_ATOMIC_FLOAT, EXT_BFLOAT16, EXT_COOPMAT, EXT_COOPMAT2, EXT_EXECUTABLE_PROPERTIES,
                                        EXT_FLOAT8, EXT_SHADER_CLOCK, STYPE_BFLOAT16_FEATURES, STYPE_COOPMAT2_FEATURES,
                                        STYPE_FLOAT8_FEATURES, Capabilities, _chain, _new, _raw, _string)
 

@@ -1,6 +1,6 @@
 """SASS evidence on NVIDIA's Vulkan driver: its shader disk cache pointed at a folder of ours for
 the backend's life, and each pipeline's machine code found by the records its creation wrote
-there (nvidia_sass.py reads them).
+there (evidence/nvidia_cache.py reads them).
 
 The driver takes its cache settings from the environment (__GL_SHADER_DISK_CACHE=1,
 __GL_SHADER_DISK_CACHE_PATH, __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1) at vkCreateInstance, each
@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from peakbench import cache
-from peakbench.listing import instruction_mix, opcodes
-from peakbench.vulkan import nvidia_sass as ns
+from peakbench.evidence.listing import instruction_mix, opcodes
+from peakbench.evidence import nvidia_cache as ns
 
 ENV = "__GL_SHADER_DISK_CACHE"
 PREFIX = "peakbench-nvcache-"

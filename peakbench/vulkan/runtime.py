@@ -41,7 +41,7 @@ class VulkanRuntime:
         """A pipeline from validated SPIR-V (the matrix modules are rewritten before this). The
         module's census (spirv-opt's unrolling, ~0.2-0.5 s for a 512-step loop) runs on a worker
         thread while the driver compiles the pipeline; census() waits for it."""
-        from peakbench.vulkan.spirv_census import census
+        from peakbench.evidence.spirv import census
         if self._census_pool is None:
             self._census_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spirv-census")
         counted = self._census_pool.submit(census, code)
@@ -61,10 +61,10 @@ class VulkanRuntime:
         return {**stats, **self.dev.code.evidence(p.code, p.statistics)}
 
     def census(self, kernel: Kernel) -> LoopCensus:
-        """The main loop of the kernel's SPIR-V (vulkan/spirv_census.py). Where the driver's cache
+        """The main loop of the kernel's SPIR-V (evidence/spirv.py). Where the driver's cache
         gave the pipeline's SASS, its disassembly (started by evidence()) is waited for too, so the
         sass guard reads a complete `sass` evidence before the first launch."""
-        from peakbench.vulkan.spirv_census import census
+        from peakbench.evidence.spirv import census
         counted = kernel.extra.get("census")
         found = counted.result() if counted else census(kernel.binary)
         self.dev.sass(kernel.handle)

@@ -14,7 +14,7 @@ import time
 import numpy as np
 import vulkan as vk
 
-from peakbench.vulkan.capabilities import STREAM
+from peakbench.vulkan.kernels import STREAM
 from peakbench.vulkan.device import Buffer
 from peakbench.workloads.transfer import HostBuffer, MappedReadWorkload, RuntimeBuffers, TransferWorkload, value_bytes
 

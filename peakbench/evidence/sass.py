@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from peakbench import cache
-from peakbench.listing import count, instruction_mix, opcodes, run_on_file, with_addresses  # noqa: F401  (the SASS vocabulary)
+from peakbench.evidence.listing import count, instruction_mix, opcodes, run_on_file, with_addresses  # noqa: F401  (the SASS vocabulary)
 from peakbench.runtime import LoopCensus
 
 NO_DISASSEMBLER = ("no SASS disassembler (cuobjdump, or nvdisasm: pip install nvidia-cuda-nvdisasm): "
@@ -106,6 +106,31 @@ def arithmetic(opcode: str, operands: str = "") -> tuple[str, int] | None:
     return t, ops
 
 
+_LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/(.*)$", re.M)
+_BRANCH = re.compile(r"\s*(?:@!?U?P[T0-9]+\s+)?BRA(?:\.[A-Z]+)*\s+0x([0-9a-f]+)")
+
+
+def loops(listing: str) -> list[tuple[int, int]]:
+    """(target, branch) addresses of each backward branch: a loop from target to branch. A branch
+    to itself (the trap after EXIT) is no loop."""
+    found = []
+    for m in _LINE.finditer(listing):
+        branch = _BRANCH.match(m.group(2))
+        if branch and int(branch.group(1), 16) < int(m.group(1), 16):
+            found.append((int(branch.group(1), 16), int(m.group(1), 16)))
+    return found
+
+
+def loop_body(listing: str) -> str:
+    """The lines of the largest innermost loop (one that holds no other), or "" when none."""
+    spans = loops(listing)
+    inner = [s for s in spans if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans)]
+    if not inner:
+        return ""
+    low, high = max(inner, key=lambda s: s[1] - s[0])
+    return "\n".join(m.group(0) for m in _LINE.finditer(listing) if low <= int(m.group(1), 16) <= high)
+
+
 def installed() -> bool:
     return any(tool(name) for name in ("cuobjdump", "nvdisasm"))
 
@@ -113,7 +138,6 @@ def installed() -> bool:
 def loop_census(listing: str | None, source: str = "SASS") -> LoopCensus:
     """The census of a SASS listing's main loop (its largest innermost loop), or a note saying why
     there is none."""
-    from peakbench.vulkan.nvidia_sass import loop_body
     if not listing:
         why = "the disassembler gave no listing of this kernel" if installed() else NO_DISASSEMBLER
         return LoopCensus({}, 0, frozenset(), source, why)

@@ -55,7 +55,8 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from peakbench.listing import instruction_mix, opcodes
+from peakbench.evidence.listing import instruction_mix, opcodes
+from peakbench.evidence.sass import loop_body, loops  # noqa: F401  (the listing's loops)
 
 HEADER = struct.Struct("<4sHH8s16s")      # magic, 0, version, parent folder's name, grandparent's
 FILE_MAGIC, FILE_VERSION = b"CDVN", 3
@@ -126,31 +127,6 @@ def disassemble(code: bytes, arch: str = "SM90") -> tuple[str, str | None]:
         why = (done.stderr.strip().splitlines() or ["no instructions in its output"])[0]
         return "", f"nvdisasm -b {arch} failed: {why}"
     return done.stdout, None
-
-
-_LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/(.*)$", re.M)
-_BRANCH = re.compile(r"\s*(?:@!?U?P[T0-9]+\s+)?BRA(?:\.[A-Z]+)*\s+0x([0-9a-f]+)")
-
-
-def loops(listing: str) -> list[tuple[int, int]]:
-    """(target, branch) addresses of each backward branch: a loop from target to branch. A branch
-    to itself (the trap after EXIT) is no loop."""
-    found = []
-    for m in _LINE.finditer(listing):
-        branch = _BRANCH.match(m.group(2))
-        if branch and int(branch.group(1), 16) < int(m.group(1), 16):
-            found.append((int(branch.group(1), 16), int(m.group(1), 16)))
-    return found
-
-
-def loop_body(listing: str) -> str:
-    """The lines of the largest innermost loop (one that holds no other), or "" when none."""
-    spans = loops(listing)
-    inner = [s for s in spans if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans)]
-    if not inner:
-        return ""
-    low, high = max(inner, key=lambda s: s[1] - s[0])
-    return "\n".join(m.group(0) for m in _LINE.finditer(listing) if low <= int(m.group(1), 16) <= high)
 
 
 def decode_cache(folder, arch: str = "SM90", count: bool = True, since: dict[str, int] | None = None) -> CacheDecode:
@@ -371,7 +347,7 @@ def describe(entry: Entry, top: int = 4) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m peakbench.vulkan.nvidia_sass CACHE_FOLDER", file=sys.stderr)
+        print("usage: python -m peakbench.evidence.nvidia_cache CACHE_FOLDER", file=sys.stderr)
         return 2
     result = decode_cache(args[0])
     for e in result.entries:

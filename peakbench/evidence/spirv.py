@@ -31,12 +31,12 @@ _INSN = re.compile(r"^\s*(?:(%\w+)\s*=\s*)?(Op\w+)\s*(.*)$")
 
 def _optimized(code: bytes) -> tuple[bytes, str]:
     """The module with its unroll-hinted loops unrolled, and a note where spirv-opt could not."""
-    from peakbench.vulkan.shaders import _env, tool
+    from peakbench.spirv_tools import tool, tool_env
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "in.spv", Path(tmp) / "out.spv"
         src.write_bytes(code)
         opt = tool("spirv-opt")
-        p = subprocess.run([opt, *PASSES, str(src), "-o", str(out)], capture_output=True, text=True, env=_env(opt))
+        p = subprocess.run([opt, *PASSES, str(src), "-o", str(out)], capture_output=True, text=True, env=tool_env(opt))
         if p.returncode != 0:
             return code, f"spirv-opt failed ({(p.stderr or p.stdout).strip()[:120]}); counted as compiled"
         return out.read_bytes(), ""
@@ -96,7 +96,7 @@ def census(code: bytes) -> LoopCensus:
 
 
 def count(code: bytes) -> LoopCensus:
-    from peakbench.vulkan.shaders import disassemble
+    from peakbench.spirv_tools import disassemble
     module, note = _optimized(code)
     lines = [(m.group(1), m.group(2), m.group(3)) for m in map(_INSN.match, disassemble(module).splitlines()) if m]
     types = _types(lines)

@@ -97,7 +97,7 @@ def census(test: str, params: dict, sass: dict) -> LoopCensus | None:
     """The loop body of a result's `sass` evidence as a census, its work in ops per tile owner (a
     warp's MMA multiply-adds x 2 x the warps sharing a workgroup-scope tile), or None where no
     rule applies."""
-    from peakbench.cuda.sass import mix_census
+    from peakbench.evidence.sass import mix_census
     loop = sass.get("loop_mix") or {}
     family, _, dtype = test.partition(".")
     if family == "compute" and dtype.split(".")[0] in RULED:
