@@ -8,8 +8,8 @@
 // wrapping arithmetic is a ring; such a kernel would report more than the ALU's peak. x * x + c
 // cannot be composed, but it forgets its seed within a few steps, so a check of the output could
 // not tell whether the steps ran, and NVIDIA runs it 19% slower on int16: see
-// PERFORMANCE_ANALYSIS.md.) Defines: T, IS_FLOAT, ACC, UNROLL; SEEDS, the seed rows (workloads/alu.py
-// defines it).
+// PERFORMANCE_ANALYSIS.md, "int16 runs on the 32-bit multiply-add".) Defines: T, IS_FLOAT, ACC,
+// UNROLL; SEEDS, the seed rows (workloads/alu.py defines it).
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 #extension GL_EXT_control_flow_attributes : require
 

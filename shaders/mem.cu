@@ -2,7 +2,7 @@
 // shaders/mem_stream.comp, mem_chase.comp and empty.comp (peakbench/workloads/ checks all).
 //
 // stream: 16-byte accesses, UNROLL in flight per thread, in the layout that measured fastest
-// for each on the H200 (PERFORMANCE_ANALYSIS.md):
+// for each (PERFORMANCE_ANALYSIS.md, "The DRAM read reaches 98% of the datasheet; the board sets the rest"):
 // - read: LAYOUT 2 (rows): the buffer as UNROLL rows of n_vec / UNROLL vectors; block b reads
 //   column b % columns of every row (columns = row / blockDim), so the blocks running at once
 //   advance as UNROLL fronts through memory. `passes` is ignored: the host launches passes *
@@ -11,8 +11,8 @@
 //   LAYOUT 0 (chunk) and 1 (stride) are a grid small enough to be resident at once (two blocks
 //   per SM/CU), `passes` sweeps in the kernel (bytes per launch = passes * n_vec * 16): block b
 //   reads slice b + pass * shift of n_vec / blocks vectors, its index wrapped at `mask`, or the
-//   whole grid strides through the buffer. The fastest layout differed between boards
-//   (PERFORMANCE_ANALYSIS.md), so all run and the fastest counts.
+//   whole grid strides through the buffer. The fastest layout differed between boards (the
+//   finding above), so all run and the fastest counts.
 // - write, copy: one tile of blockDim * UNROLL vectors per block, block b on tile b % tiles: the
 //   blocks retire in order, so the stores advance through memory as one front; the host launches
 //   passes * tiles blocks (n_vec * 16 bytes written a pass; copy counts read + written,

@@ -1,6 +1,7 @@
 #version 450
 // Memory bandwidth, kernel family "stream" (peakbench/catalog/memory.py): 16-byte accesses,
-// UNROLL in flight per thread, in the layout that measured fastest for each on the H200:
+// UNROLL in flight per thread, in the layout that measured fastest for each
+// (PERFORMANCE_ANALYSIS.md, "The DRAM read reaches 98% of the datasheet; the board sets the rest"):
 // - read: LAYOUT 2 (rows): the buffer as UNROLL rows of n_vec / UNROLL vectors; workgroup w
 //   reads column w % columns of every row (columns = row / local_size), so the workgroups
 //   running at once advance as UNROLL fronts through memory. `passes` is ignored: the host
@@ -11,7 +12,7 @@
 //   workgroups per compute unit), PASSES sweeps in the shader (bytes per dispatch = passes *
 //   n_vec * 16): workgroup g reads slice g + pass * shift of n_vec / workgroups vectors, its
 //   index wrapped at `mask`, or the whole grid strides through the buffer. The fastest layout
-//   differed between boards (PERFORMANCE_ANALYSIS.md), so all run and the fastest counts.
+//   differed between boards (the finding above), so all run and the fastest counts.
 // - write, copy: one tile of local_size * UNROLL vectors per workgroup, workgroup w on tile w %
 //   tiles, retiring in order, so the stores advance through memory as one front; the host
 //   dispatches passes * tiles workgroups (n_vec * 16 bytes written a pass; copy counts read +
@@ -35,10 +36,11 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #endif
 // The read adds its UNROLL loads into SUMS partial sums. NVIDIA's Vulkan compiler (580.159.04,
-// H200, 16 loads) issues the loads ahead only with several sums, and spills with 16
-// (experiments/probes/vulkan_memory.py): 16 sums, 128 registers + 7 KiB shared spill, 20.8 TB/s from
-// L1 and 4.68 from DRAM; 8 sums, 73 registers, 32.0 and 4.66; 4 sums, 41 registers, 32.0 and
-// 4.54. CUDA's mem.cu keeps one sum per load: 8 there read DRAM 1.8% slower.
+// SM90, 16 loads) issues the loads ahead only with several sums, and spills with 16: 16 sums,
+// 128 registers + 7 KiB shared spill, 20.8 TB/s from L1 and 4.68 from DRAM; 8 sums, 73 registers,
+// 32.0 and 4.66; 4 sums, 41 registers, 32.0 and 4.54. CUDA's mem.cu keeps one sum per load: 8
+// there read DRAM 1.8% slower
+// (PERFORMANCE_ANALYSIS.md, "CUDA's stride read: ptxas keeps three loads in flight").
 #ifndef SUMS
 #define SUMS 8
 #endif

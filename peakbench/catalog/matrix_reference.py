@@ -163,8 +163,9 @@ def reference(inputs: MatrixInputs, unroll: int) -> np.ndarray:
 def compare(got: np.ndarray, want: np.ndarray) -> str | None:
     """Every subgroup's tile (got: subgroups x M x N) must equal the reference exactly.
 
-    The outputs run to 69 million entries (4224 workgroups x 128 x 128 on an H200), so the
-    reference is put in got's type once and compared bit for bit; only where bits differ are
+    The outputs run to tens of millions of entries (4224 workgroups x 128 x 128 is 69 million), so
+    the reference is put in got's type once and compared bit for bit, which cut a matrix verify
+    about fourfold (PERFORMANCE_ANALYSIS.md, "Where the time goes"); only where bits differ are
     floats compared as numbers (+0 equals -0, NaN equals nothing). A reference the type cannot
     hold exactly, or not finite, is compared in float64 throughout."""
     flat = got.reshape(got.shape[0], -1)

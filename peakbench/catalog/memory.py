@@ -10,7 +10,7 @@ from peakbench.catalog.descriptors import LatencyTest, LaunchTest, MemoryTest, V
 
 STREAM_UNROLL = 16  # reads in flight per thread, with two workgroups per compute unit (workloads/stream.py)
 ROWS_UNROLL = 32    # rows of the rows read: one load from each per thread (workloads/stream.py, ROWS_BLOCK)
-TILE_UNROLL = 1     # vectors per thread of a write/copy tile (H200: 1 beat 8 by 1-2.5% writing, 5-6% copying)
+TILE_UNROLL = 1     # vectors per thread of a write/copy tile (1 read faster than 8: by 1-2.5% writing, 5-6% copying)
 
 
 def _stream(name: str, mode: str, description: str, layouts: tuple[tuple[str, int], ...]) -> MemoryTest:

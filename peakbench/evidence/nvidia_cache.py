@@ -5,7 +5,7 @@ that compute.fp32 ran FFMA and a cooperative-matrix test ran HMMA (or HGMMA).
 Point the driver's cache at an empty folder for the run:
     __GL_SHADER_DISK_CACHE=1 __GL_SHADER_DISK_CACHE_PATH=DIR __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1
 then `decode_cache(DIR)`. The format is undocumented: what follows is what driver 580.159.04 wrote
-on an H200, and every field is checked before use. A field that does not check out, a missing
+for SM90, and every field is checked before use. A field that does not check out, a missing
 tool, a cut or foreign file: each becomes a one-line note in the result, never an exception.
 
 DIR/GLCache/<32 hex>/<16 hex>/<16 hex>.bin and .toc open with the same 32-byte header: "CDVN",
@@ -35,13 +35,13 @@ function not identified (not xxHash, MurmurHash3, CityHash, FarmHash, FNV-1a or 
 of the words). The container names no architecture (nvdisasm -b SM80 reads this SM90 code too), so
 the caller says which it is.
 
-Attribution (seen on the H200): the driver appends a pipeline's records to the .bin and .toc before
-vkCreateComputePipelines returns (the ELF stub with the first pipeline of a new layout), and a
-pipeline it already holds adds none; so the records between the .bin's sizes before and after one
-call are that pipeline's (`sizes`, `between`). Keys and machine code came out the same in a second
-run (the containers differed in 3 bytes, and so did the 8 unidentified bytes), and the driver's
-pipeline executable statistics "Register Count" and "Binary Size" equal `registers` and the
-stream's size.
+Attribution (driver 580.159.04, SM90): the driver appends a pipeline's records to the .bin and
+.toc before vkCreateComputePipelines returns (the ELF stub with the first pipeline of a new
+layout), and a pipeline it already holds adds none; so the records between the .bin's sizes before
+and after one call are that pipeline's (`sizes`, `between`). Keys and machine code came out the
+same in a second run (the containers differed in 3 bytes, and so did the 8 unidentified bytes),
+and the driver's pipeline executable statistics "Register Count" and "Binary Size" equal
+`registers` and the stream's size.
 """
 from __future__ import annotations
 

@@ -72,8 +72,8 @@ def check(test: str, params: dict, sass: dict) -> tuple[bool | None, str]:
 
 
 SOURCE = "SASS (NVIDIA Vulkan driver)"
-# The vector types whose SASS loops were read on the H200 (PERFORMANCE_ANALYSIS.md, "What NVIDIA's
-# Vulkan compiler emits"); another type's loop is evidence only.
+# The vector types whose SASS loops have been read and matched to the catalog's work
+# (PERFORMANCE_ANALYSIS.md, "What NVIDIA's Vulkan compiler emits"); another type's loop is evidence only.
 RULED = {"fp64", "fp32", "fp16", "int32", "int16", "int8"}
 # An MMA opcode's operand types by its modifiers: HMMA.16816.F32.BF16 is bf16 into f32,
 # IMMA.16832.S8.S8 int8 into i32, QMMA/QGMMA ... .E4M3.E4M3 fp8; HMMA without one is fp16.

@@ -30,7 +30,8 @@ MIN_WALL_S = 0.002         # launches judged: this much GPU time (a fast timer) 
 # millisecond on an idle lavapipe; with lavapipe's host cores loaded by other work, whole tests
 # read 0.33-0.38 in every sample (28.5 ms of GPU time in 74.4 ms of wall time). A timer ten times
 # fast reads 0.1. A GPU's host is not the device: there the least disturbed launch reads 0.97-0.999
-# (H200), and a timer twice as fast fails.
+# (PERFORMANCE_ANALYSIS.md, "The run checks itself: guards on the H200"), and a timer twice as fast
+# fails.
 MIN_TIMER_RATIO = 0.25
 MIN_TIMER_RATIO_GPU = 0.5
 # Above 1 by the timers' resolution: a timestamp period, a CUDA event's ~0.5 us.
@@ -207,8 +208,10 @@ def clock_ceiling(test, value: float, clock_mhz: float | None, spec) -> tuple[st
     """(problem, evidence) of a compute or matrix rate against the spec's peak at the measured
     clock. A reading under the boost clock may be a sample taken between launches (NVML reports
     the clock of the last interval, which short launches can leave idle: 555 MHz was read during
-    a quick H200 matrix test running at full rate), so only a rate above the peak at the higher
-    of the measured and the boost clock fails; above the measured clock's alone is a note."""
+    a quick matrix test running at full rate:
+    PERFORMANCE_ANALYSIS.md, "The run checks itself: guards on the H200"), so only a rate above
+    the peak at the higher of the measured and the boost clock fails; above the measured clock's
+    alone is a note."""
     peak = spec.peak(test.name) if spec else None
     if peak is None:
         return None, "not checked: no spec peak"

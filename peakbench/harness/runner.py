@@ -28,7 +28,9 @@ def rate(items: int, seconds: float, per_item: float, unit: str) -> float:
 
 @dataclass(frozen=True)
 class Settings:
-    sample_s: float = 0.01      # GPU time per sample (compute and memory, quick within 1.2% of it on the H200)
+    # GPU time per sample; quick's shorter samples read compute and memory within 1.2% of these
+    # (PERFORMANCE_ANALYSIS.md, "Quick against the default suite").
+    sample_s: float = 0.01
     warmup_s: float = 0.3       # sustained load before the first sample (DESIGN.md: >= 300 ms)
     min_samples: int = 10
     max_samples: int = 30
@@ -37,13 +39,15 @@ class Settings:
     max_size: int = 1 << 24
     # A test that starts within this long of the previous test's last launch on the device counts
     # that test's sustained load towards its warm-up; 0: never. Where the clock can be read,
-    # whether it held over the gap is read, not assumed (hold): an idle H200 fell from 1980 to
-    # 345 MHz within 2 s, and 1 s covers the host work of one test (a 256 MiB transfer's buffers
-    # and checks took 0.5-0.7 s). Without a clock reading the gap is at most UNCHECKED_GAP_S.
+    # whether it held over the gap is read, not assumed (hold): an idle GPU's SM clock can fall from
+    # boost to idle within 2 s (PERFORMANCE_ANALYSIS.md, "The SM clock falls to idle within seconds"),
+    # and 1 s covers the host work of one test (a 256 MiB transfer's buffers and checks took
+    # 0.5-0.7 s). Without a clock reading the gap is at most UNCHECKED_GAP_S.
     warm_gap_s: float = 0.0
     # With a shared warm-up, the least each test still runs its own kernel before its samples:
-    # the GPU idles while the host checks the kernel, and its clock can fall there unseen (an
-    # H200 ran sfu.sin at 0.8x its clock while NVML still read 1980 MHz).
+    # the GPU idles while the host checks the kernel, and its clock can fall there unseen (sfu.sin
+    # has run at 0.8x the rate of the boost clock NVML still read:
+    # PERFORMANCE_ANALYSIS.md, "Quick against the default suite").
     own_warmup_s: float = 0.0
     # The screening profile (--quick): one variant a test (screening_variants), no size sweeps
     # beside the value, and a latency sweep that stops short of the full range (workloads/chase.py).
@@ -139,12 +143,12 @@ def calibrate(run: Callable[[int], float], settings: Settings) -> tuple[int, flo
 
 def hold(workload, size: int, settings: Settings, clock: Callable[[], float | None], held_mhz: float) -> str:
     """A warm-up shared with the test before holds only while the clock does: the GPU idles while
-    the host checks a kernel, and its clock may fall in that gap (an H200 went from 1980 to 1395
-    MHz over consecutive quick tests, no throttle reported). Read after a launch of this kernel,
-    a clock under the last test's warms up again, on this kernel, until the clock is back within
-    CLOCK_HOLD of the last test's or stands still over STILL_READINGS readings REWARM_CHECK_S
-    apart (a power cap this kernel meets holds it lower for good), for at most warmup_s. The warm-up's
-    story, for the evidence."""
+    the host checks a kernel, and its clock may fall in that gap (by 30% over consecutive quick
+    tests, no throttle reported: PERFORMANCE_ANALYSIS.md, "Quick against the default suite"). Read
+    after a launch of this kernel, a clock under the last test's warms up again, on this kernel,
+    until the clock is back within CLOCK_HOLD of the last test's or stands still over
+    STILL_READINGS readings REWARM_CHECK_S apart (a power cap this kernel meets holds it lower for
+    good), for at most warmup_s. The warm-up's story, for the evidence."""
     workload.run(size)
     now = clock()
     if not now:

@@ -84,7 +84,8 @@ MIN_PEERS = 3
 WIDTH = 120
 EXIT_OK, EXIT_FLAGGED, EXIT_USAGE = 0, 1, 2
 
-# % of spec under which a healthy GPU does not fall, from the H200 numbers in PERFORMANCE_ANALYSIS.md:
+# % of spec under which a healthy GPU does not fall, from the measured results
+# (PERFORMANCE_ANALYSIS.md, "Current results (peakbench 0.1.0)"):
 # - compute: the vector ALU runs at 97.5-99.7% of spec through Vulkan and CUDA (fp16 lowest), so 85
 #   leaves 12 points for other boards and models;
 # - matrix: Vulkan's cooperative matrices stop at 65.7-66.1% of the dense spec on a healthy board

@@ -4,9 +4,9 @@ there (evidence/nvidia_cache.py reads them).
 
 The driver takes its cache settings from the environment (__GL_SHADER_DISK_CACHE=1,
 __GL_SHADER_DISK_CACHE_PATH, __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1) at vkCreateInstance, each
-instance anew (seen on the H200, driver 580.159.04: set after the instance or the device, they
-are ignored; a second backend in one process writes to its own folder; a folder that does not
-exist is not created). So DriverCache sets them before the instance is created, whichever driver
+instance anew (driver 580.159.04: set after the instance or the device, they are ignored; a
+second backend in one process writes to its own folder; a folder that does not exist is not
+created). So DriverCache sets them before the instance is created, whichever driver
 it is: only NVIDIA's reads them. Settings of the user's own are left in force, and SASS evidence
 is then off; so the user's cache is never read or written. The folder is removed in close(), and
 again at exit in case anything wrote there after.
@@ -46,8 +46,9 @@ NVIDIA = 0x10DE
 TOP = 12                          # opcodes kept of the whole stream's mix (the loop's are all kept)
 REGISTER_FLOOR = 16               # the least "Register Count" the driver's statistics report
 
-# nvdisasm's architecture by PCI device ID (the cache's container names none); only SM90 (an H200,
-# 0x2335) has been read back so far.
+# nvdisasm's architecture by PCI device ID (the cache's container names none); only SM90 (the H200
+# SXM, 0x2335) has been read back and checked:
+# PERFORMANCE_ANALYSIS.md, "What NVIDIA's Vulkan compiler emits".
 ARCHES = ((0x1E00, 0x1FFF, "SM75"), (0x2180, 0x21FF, "SM75"), (0x20B0, 0x20FF, "SM80"),
           (0x2200, 0x22FF, "SM86"), (0x2300, 0x23FF, "SM90"), (0x2400, 0x25FF, "SM86"),
           (0x2600, 0x28FF, "SM89"), (0x2900, 0x29FF, "SM100"), (0x2B00, 0x2FFF, "SM120"))
@@ -267,8 +268,8 @@ def _listing(code: bytes, arch: str) -> tuple[str, str | None, bool]:
 def _contradicts(entry: ns.Entry, statistics: dict) -> str | None:
     """Why the record cannot be this pipeline's code, by the driver's own statistics (NVIDIA's
     one executable "CS": "Register Count", "Binary Size"), or None. The statistics count at least
-    REGISTER_FLOOR registers (seen on the H200: 10 in the container, 16 in the statistics, for the
-    write, copy and chase shaders; equal from 16 up)."""
+    REGISTER_FLOOR registers (SM90, driver 580.159.04: 10 in the container, 16 in the statistics,
+    for the write, copy and chase shaders; equal from 16 up)."""
     for values in statistics.values():
         if not isinstance(values, dict) or "Register Count" not in values:
             continue

@@ -19,13 +19,14 @@ screening sweep that goes on reserves one more, for the rest). The cost per poin
 walk (warm_loads), one untimed launch at the length the last point's round time predicts (it
 confirms the length, or one more launch at the corrected length follows; the first point
 calibrates) and three timed launches, each of SWEEP_SAMPLE_S (a screening sweep: SCREEN_SAMPLE_S).
-On the H200 (~335 ns past its L2) a walk of 1M loads takes about 0.35 s, so about 3.5 s of the full
-sweep's 6.4-6.5 s (CUDA, measured on two boards) are the walks of its 10 points past 100 MiB.
+At ~335 ns a load past the L2, a walk of 1M loads takes about 0.35 s, so about 3.5 s of the full
+sweep's 6.4-6.5 s (CUDA) are the walks of its 10 points past 100 MiB.
 
 A screening sweep stops at screening_max only where the levels it found there are complete (DRAM,
 and the far L2 partition where the L2 is partitioned); otherwise it goes on as the full sweep
-would to its end. On the H200 a sweep stopped at 181 MiB merged the far L2 plateau (~265 ns at
-38-54 MiB) with DRAM's (~290-334 ns from 64 MiB) in 2 of 3 runs, so it found no DRAM level.
+would to its end. With a partitioned 60 MiB L2 a sweep stopped at 181 MiB merged the far L2 plateau
+(~265 ns at 38-54 MiB) with DRAM's (~290-334 ns from 64 MiB) in 2 of 3 runs, so it found no DRAM
+level (PERFORMANCE_ANALYSIS.md, "The latency sweep in a screening run").
 """
 from __future__ import annotations
 
@@ -53,22 +54,24 @@ LINK_BLOCK = 256                 # threads per workgroup of the link kernel (one
 # The chase walks its cycle untimed before it is timed (warm_loads), the whole cycle up to at least
 # this many loads, so up to 128 MiB every timed load revisits a line one working set ago rather
 # than touching it first, and past that the walk has pushed out of the last cache the lines the
-# upload and the link kernel left there, ahead of the chase. On the H200 (CUDA: 60 MiB L2) walks of
-# 1M loads read 333.6-336.6 ns at every working set from 128 to 512 MiB; walks of 16 loads a
-# 64 KiB page (32K-128K loads) read 298 ns at 128 MiB, rising to 332 ns at 512 MiB.
+# upload and the link kernel left there, ahead of the chase. With a 60 MiB L2, walks of 1M loads
+# read 333.6-336.6 ns at every working set from 128 to 512 MiB; walks of 16 loads a 64 KiB page
+# (32K-128K loads) read 298 ns at 128 MiB, rising to 332 ns at 512 MiB
+# (PERFORMANCE_ANALYSIS.md, "Where the time goes").
 WARM_LOADS = 1 << 20
-# Where that bound stops the walk short of the whole cycle (past 128 MiB on the H200), the timed
-# loads touch lines the walk never reached, and the walk's only work is to push the lines the
-# upload and the link kernel left out of the last cache. A screening sweep does that there with a
-# read of FLUSH_READ times the last cache of other data through the caches (stream.CacheFlush):
-# microseconds, where 1M dependent loads take 0.35 s. The last cache here is the larger of the
-# spec's and the API's (the H200: 50 MiB in its spec, 60 MiB to CUDA).
+# Where that bound stops the walk short of the whole cycle (past 128 MiB where the last cache is
+# 64 MiB or less), the timed loads touch lines the walk never reached, and the walk's only work is
+# to push the lines the upload and the link kernel left out of the last cache. A screening sweep
+# does that there with a read of FLUSH_READ times the last cache of other data through the caches
+# (stream.CacheFlush): microseconds, where 1M dependent loads take 0.35 s. The last cache here is
+# the larger of the spec's and the API's (they can differ: 50 MiB in a GPU's spec, 60 MiB to CUDA).
 FLUSH_READ = 4
 # On NVIDIA, from FLUSH_FROM times that last cache a screening sweep flushes too where the walk
 # does cover the cycle: there the walked steady state is DRAM's already, so reading the chain from
-# a cold cache reads the same. The H200's walked points: 313-318 ns at 64 MiB (the ramp), 336-345 ns
-# at 76 MiB and up, at the plateau (Vulkan and CUDA, 2026-12-01). Elsewhere (a CPU's caches, AMD's
-# Infinity Cache) how many lines a walk keeps past its cache has not been measured.
+# a cold cache reads the same. With a 50 MiB L2 (60 to CUDA), the walked points read 313-318 ns at
+# 64 MiB (the ramp) and 336-345 ns at 76 MiB and up (the plateau), through Vulkan and CUDA alike
+# (PERFORMANCE_ANALYSIS.md, "The latency sweep in a screening run"). Elsewhere (a CPU's caches,
+# AMD's Infinity Cache) how many lines a walk keeps past its cache has not been measured.
 FLUSH_FROM = 1.5
 # Level names in messages.
 LABELS = {"l2_far": "far L2 partition", "dram": "DRAM"}
@@ -291,8 +294,8 @@ class ChaseSweep:
             return seconds
 
         # An untimed walk first: a timed load that touches a line for the first time would read
-        # DRAM whatever the working set (the H200 showed DRAM latency from 16 MiB), and one of a
-        # line the upload left in the last cache would read it fast (warm_loads).
+        # DRAM whatever the working set (unwalked, DRAM latency showed from 16 MiB, inside a 60 MiB
+        # L2), and one of a line the upload left in the last cache would read it fast (warm_loads).
         warm = 0 if flush else warm_loads(ws, self.last_cache)
         if flush:
             self.flush()
@@ -399,8 +402,8 @@ def last_cache(info, l2_bytes: int, caches: dict | None) -> int | None:
 def warm_loads(ws: int, last: int | None) -> int:
     """The untimed walk's loads at working set `ws` given the last cache's size (None: unknown):
     the whole cycle, up to the larger of WARM_LOADS and twice the last cache's lines (WARM_LOADS
-    where it is unknown). Twice: a margin over a documented size (the H200's L2 is 50 MiB in its
-    spec, 60 MiB to CUDA) and over a replacement that keeps some old lines longer than LRU would."""
+    where it is unknown). Twice: a margin over a documented size (a GPU's L2 can be 50 MiB in its
+    spec and 60 MiB to CUDA) and over a replacement that keeps some old lines longer than LRU would."""
     bound = WARM_LOADS if last is None else max(WARM_LOADS, 2 * last // LINE)
     return min(ws // LINE, bound)
 
@@ -471,7 +474,8 @@ class LatencyWorkload:
         if beyond:   # past DRAM's own plateau the chase also misses the address translation caches
             evidence["page_or_tlb_effects"] = ", ".join(f"{p.latency_ns:.0f} ns from {p.first_bytes >> 20} MiB" for p in beyond)
         # The clock is the counter's cycles over the launch's GPU time, not NVML, which reads the
-        # GPU idling between chase launches (600-810 MHz on the H200).
+        # GPU idling between chase launches (600-810 MHz while the counter read the boost clock:
+        # PERFORMANCE_ANALYSIS.md, "The SM clock falls to idle within seconds").
         timing = [launch for launches, inside in zip(self.sweep.timing, on) if inside for launch in launches]
         return VariantResult(self.name, 0, summarize(points), mhz, params, evidence, points, timing)
 

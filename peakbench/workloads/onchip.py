@@ -28,7 +28,8 @@ CHASE_WORDS = 2048          # the shared chase's cycle: 8 KiB, inside any GPU's 
 VERIFY_COUNTS = (1, 2)      # passes (reads) or rounds (chase) of the two checks
 # The L2 working sets: the powers of two from L2_LOW to L2_HIGH of the L2, so the whole set
 # stays resident whatever the replacement policy; the small ones find the rate of a set that
-# sits in the partition nearest each SM (the H200 read 11.7 TB/s at 8 MiB, 10.7 at 32 MiB).
+# sits in the partition nearest each SM (a 60 MiB L2 read 11.7 TB/s at 8 MiB, 10.7 at 32 MiB:
+# PERFORMANCE_ANALYSIS.md, "The rest of the chip, the memory hierarchy and the host link on the H200").
 L2_LOW, L2_HIGH = 1 / 32, 3 / 4
 CPU_L2 = 1 << 20            # a CPU driver's (lavapipe's) L2, as a place to size from
 
@@ -293,8 +294,9 @@ class L2Workload:
         l2, where = l2_bytes(self.rt, spec)
         sets, load, tested, started = l2_working_sets(l2), load or runner.Load(), {}, None
         if settings.screening:
-            # The smallest set only: it was the best in every H200 run on CUDA and Vulkan (40 runs,
-            # 2.9-5.1% over the next), the bandwidth falling as the set spreads over the partitions.
+            # The smallest set only: it read fastest in each of 40 runs on CUDA and Vulkan (2.9-5.1%
+            # over the next), the bandwidth falling as the set spreads over the partitions
+            # (PERFORMANCE_ANALYSIS.md, "The rest of the chip, the memory hierarchy and the host link on the H200").
             sets = sets[:1]
         self.source(sets[-1])          # one upload for every set: the GPU does not idle between them
         for ws in sets:

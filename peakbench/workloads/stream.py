@@ -58,13 +58,15 @@ CPU_BYTES = 64 << 20             # a CPU driver (lavapipe): past a CI machine's 
 # The read grid: two workgroups per compute unit. The read kernels need up to 128 registers a
 # thread (94 on sm_90), so two of 256 threads fit on any NVIDIA SM or AMD CU: the whole grid is
 # resident at once. A larger grid runs in waves, and each wave rereads a fraction of the buffer
-# that can fit in the L2 (the H200's sweep showed 11.9-15.2 TB/s at 64-256 MiB that way).
+# that can fit in the L2 (a sweep read 11.9-15.2 TB/s at 64-256 MiB that way, past a 60 MiB L2; with
+# the resident grid it reads DRAM from 128 MiB:
+# PERFORMANCE_ANALYSIS.md, "Cache levels, and the L2's two partitions (an inference)").
 READ_BLOCKS_PER_UNIT = 2
 # The rows read's workgroup (where the device allows it), with ROWS_UNROLL rows
-# (catalog/memory.py): short-lived workgroups read DRAM fastest when each reads much. H200 board
-# c650911d, 16 passes a dispatch, GB/s for 256 x 16, 256 x 32, 1024 x 16 and 1024 x 32 threads x
-# rows: Vulkan 4705 / 4713 / 4715 / 4720, CUDA 4690 / 4690 / 4700 / 4709 (experiments/probes/
-# *_stream_paths.py; experiments/results/h200-probe-stream-paths-2026-11-30.txt, run 6).
+# (catalog/memory.py): short-lived workgroups read DRAM fastest when each reads much. Of 256 and
+# 1024 threads by 16 and 32 rows (16 passes a dispatch), 1024 x 32 read fastest through Vulkan and
+# CUDA alike, 0.3-0.4% over 256 x 16
+# (PERFORMANCE_ANALYSIS.md, "The DRAM read reaches 98% of the datasheet; the board sets the rest").
 ROWS_BLOCK = 1024
 VERIFY_PASSES = (1, 2)           # the chunk and stride reads' checks: a read doing half its passes fails
 # The coverage check's source bytes: every word 0x01010101, an odd number, so sums of k and k'
@@ -140,7 +142,7 @@ def check_stream(mode: str, got: np.ndarray, n: int, blocks: int, block: int, la
 
 # Bandwidth sweep ------------------------------------------------------------------------------
 # A workgroup's own slice from which the sweep stops rotating slices: two workgroups per unit make
-# a unit's share twice this, 2x the largest per-unit L1 (256 KiB on the H100/H200), so the L1
+# a unit's share twice this, 2x the largest per-unit L1 (256 KiB on Hopper), so the L1
 # cannot serve the reread, and with no other workgroup reading it no drift between workgroups
 # can bring a line back early through the L2.
 PRIVATE_SLICE = 256 << 10
@@ -169,8 +171,8 @@ def sweep_point(ws: int, blocks: int, tile: int) -> tuple[int, int, int]:
     private slices: each workgroup rereads its own ws / blocks (less the last part tile), as the
     stream does. Rotating slices there gave L2 hits the working set cannot explain: over a long
     launch the workgroups drift apart, and one then rereads lines another just pulled into the L2
-    (H200, 128 MiB, twice the L2: 4.08, 4.52 and 5.26 TB/s after 8, 32 and 128 passes a launch,
-    experiments/probes/cuda_memory.py; private slices 4.57)."""
+    (at twice the L2: 4.08, 4.52 and 5.26 TB/s after 8, 32 and 128 passes a launch, against 4.57
+    with private slices; the sweep as run: PERFORMANCE_ANALYSIS.md, "How the numbers are taken")."""
     if ws // 16 // blocks >= PRIVATE_SLICE // 16:
         return blocks * (ws // 16 // blocks // tile * tile), 0xFFFFFFFF, 0
     return blocks * sweep_span(ws, blocks, tile), ws // 16 - 1, sweep_shift(blocks)
@@ -181,7 +183,7 @@ def bandwidth_sweep(run: Callable[[int, int, int, int], float], blocks: int, til
     """Read bandwidth over working sets of 4 KiB to `max_bytes`, on the chunk read kernel:
     `run(passes, n_vec, mask, shift)` has `blocks` workgroups read n_vec / blocks vectors each per
     pass, laid out by sweep_point, so the rate is that of the level the working set fits in.
-    Below blocks * tile vectors (16.5 MiB on the H200) the slices overlap (several workgroups read
+    Below blocks * tile vectors (16.5 MiB on 132 SMs) the slices overlap (several workgroups read
     each in a pass): those sizes are inside the caches. `per_item`: the bytes of one vector read."""
     sizes, rates = [], []
     ws = FIRST_BYTES

@@ -88,7 +88,8 @@ def offsets(nbytes: int, capacity: int, repeat: int) -> list[int]:
     bytes: copy k at k * nbytes, wrapped at the last whole copy that fits. Copies smaller than the
     buffers move different bytes each time, so no cache can serve a repeat: a Vulkan copy on the
     compute queue reads host memory through the GPU's L2, and the same 256 KiB-16 MiB copied
-    again read 370-400 GB/s "h2d" on the H200 (PCIe 5.0 x16: 64)."""
+    again read 370-400 GB/s "h2d" over a 64 GB/s link (PCIe 5.0 x16): PERFORMANCE_ANALYSIS.md,
+    "The rest of the chip, the memory hierarchy and the host link on the H200"."""
     slots = max(1, capacity // nbytes)
     return [(k % slots) * nbytes for k in range(repeat)]
 
