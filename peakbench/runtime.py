@@ -60,10 +60,10 @@ class Limits:
 
 @dataclass(frozen=True)
 class Words:
-    """How an API names its launch geometry in params and evidence (the JSON keys users rely on)."""
+    """How an API names its launch geometry in prose (params' descriptions and evidence). The JSON
+    keys are the same on every API: workgroup_size (threads of one group) and workgroups (groups
+    in one launch)."""
     group: str = "block"           # "workgroup" on Vulkan
-    size_key: str = "block"        # the params key of the workgroup size
-    groups_key: str = "blocks"     # the params key of the grid
     program: str = "kernel"        # "shader" on Vulkan
     launch: str = "launch"         # "dispatch" on Vulkan
 

@@ -83,7 +83,7 @@ def test_all_three_are_ok_on_both_apis(runs):
 
 
 def sms(result) -> int:
-    return result["params"]["blocks" if "blocks" in result["params"] else "workgroups"] // 2
+    return result["params"]["workgroups"] // 2
 
 
 def test_shared_bandwidth_is_near_128_bytes_per_clock_per_sm(runs):

@@ -289,7 +289,7 @@ class TensorWorkload(shared.MatrixWorkload):
         self.params = {
             "variant": variant.name, "path": form.path, "shape": f"m{m}n{n}k{k}", "instruction": form.instruction,
             "source": f"shaders/{form.source}", "form": form.kernel, "operands": form.operand,
-            "accumulator": form.accumulator, "grid": self.grid, "block": self.block,
+            "accumulator": form.accumulator, "workgroups": self.grid, "workgroup_size": self.block,
             ("warpgroups_per_block" if wgmma else "warps_per_block"): self.owners_per_block,
             "blocks_per_sm": per_unit, "tile_owners": self.owners, "accumulators": self.accumulators,
             "unroll": variant.unroll, "ops_per_step": variant.ops_per_step,

@@ -91,7 +91,7 @@ class PeerCopies:
         w = self.rt.words
         return {**common, "engine": f"p2p_copy (shaders/p2p.cu) on the destination GPU, reading the source's"
                                     f" memory through peer access, {UNROLL} 16-byte loads in flight per thread",
-                w.size_key: BLOCK, w.groups_key: self.grid()}
+                "workgroup_size": BLOCK, "workgroups": self.grid()}
 
     def evidence(self, engine: str) -> dict:
         if engine != "kernel":

@@ -163,7 +163,7 @@ class MatrixWorkload(shared.MatrixWorkload):
             inputs = ref.make_inputs(m, n, k, a, c, self.accumulators)
         self.setup(test, variant, rt, inputs, c)
         self.params = {"variant": variant.name, "kernel": f"{SOURCE} ({self.form.form})", "m": m, "n": n, "k": k,
-                       "operands": a, "accumulator": c, "block": WAVES * self.wave, "blocks": self.grid,
+                       "operands": a, "accumulator": c, "workgroup_size": WAVES * self.wave, "workgroups": self.grid,
                        "tile_owners": self.owners, "wave": self.wave, "accumulators": self.accumulators,
                        "unroll": variant.unroll, "ops_per_step": variant.ops_per_step, "arch": rt.arch}
         self.evidence = {"instruction": self.form.mnemonic, "builtin": f"__builtin_amdgcn_{self.form.builtin}",

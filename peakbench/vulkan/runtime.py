@@ -19,7 +19,7 @@ CPU_ROUNDS = 128
 class VulkanRuntime:
     dialect = "vulkan"
     arch = ""
-    words = Words(group="workgroup", size_key="workgroup_size", groups_key="workgroups", program="shader",
+    words = Words(group="workgroup", program="shader",
                   launch="dispatch")
 
     _census_pool: ThreadPoolExecutor | None = None

@@ -78,7 +78,7 @@ class AluWorkload:
         self.out = rt.alloc(self.threads * int(np.prod(self.out_shape)) * itemsize(test.dtype, self.bf16_words))
         rt.upload(self.inp, data)
         w = rt.words
-        self.params = {"variant": variant.name, **kernel.params, w.size_key: local, w.groups_key: self.groups,
+        self.params = {"variant": variant.name, **kernel.params, "workgroup_size": local, "workgroups": self.groups,
                        "threads": self.threads, "accumulators": test.accumulators, "unroll": variant.unroll,
                        "width": variant.width, "ops_per_step": variant.ops_per_step}
         if rt.arch:

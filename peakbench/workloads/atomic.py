@@ -95,7 +95,7 @@ class AtomicWorkload:
         self.words = words(test, self.threads, self.warp)
         self.out = rt.alloc(self.words * 4)
         w = rt.words
-        self.params = {"variant": variant.name, **kernel.params, w.size_key: self.local, w.groups_key: self.groups,
+        self.params = {"variant": variant.name, **kernel.params, "workgroup_size": self.local, "workgroups": self.groups,
                        "threads": self.threads, "unroll": variant.unroll, "space": test.space,
                        "addresses": self.words, "threads_per_address": self.threads // self.words}
         if rt.arch:

@@ -94,7 +94,7 @@ class SharedReadWorkload:
         rt.upload(self.src, self.data)
         self.dst = rt.alloc(self.threads * 16)
         w = rt.words
-        self.params = {w.size_key: BLOCK, w.groups_key: self.groups, "access_bytes": test.access_bytes,
+        self.params = {"workgroup_size": BLOCK, "workgroups": self.groups, "access_bytes": test.access_bytes,
                        "unroll": self.unroll, "partial_sums": defines["SUMS"],
                        "shared_bytes_per_group": self.data.nbytes, "path": kernel.path,
                        "layout": "32 lanes read 32 consecutive 16-byte vectors, the window moving one vector a pass"}
@@ -244,10 +244,10 @@ class L2Workload:
         self.dst = rt.alloc(self.threads * 16)
         self.point = (0, 0, 0)
         w = rt.words
-        self.params = {w.size_key: BLOCK, w.groups_key: self.groups, "access_bytes": test.access_bytes,
+        self.params = {"workgroup_size": BLOCK, "workgroups": self.groups, "access_bytes": test.access_bytes,
                        "unroll": self.unroll, "partial_sums": sums, "path": kernel.path,
                        "layout": f"a resident grid, a slice per {w.group} a pass, the slices rotating by"
-                                 f" {w.groups_key} | 1 around the working set"}
+                                 " workgroups | 1 around the working set"}
         self.evidence = rt.evidence(self.kernel)
 
     def source(self, ws: int) -> None:

@@ -184,7 +184,7 @@ class SfuWorkload:
         self.out = rt.alloc(self.threads * self.accumulators * 4)
         rt.upload(self.inp, data)
         w = rt.words
-        self.params = {"variant": variant.name, **kernel.params, w.size_key: local, w.groups_key: self.groups,
+        self.params = {"variant": variant.name, **kernel.params, "workgroup_size": local, "workgroups": self.groups,
                        "threads": self.threads, "accumulators": self.accumulators, "unroll": variant.unroll,
                        "counted": "1 op per function result (the FMA of each step is not counted)"}
         if rt.arch:

@@ -277,7 +277,7 @@ LAYOUT_TEXT = {
     "chunk": "a resident grid, a contiguous chunk per {group}, passes in the {program}",
     "stride": "a resident grid striding through the buffer, passes in the {program}",
     "rows": "the buffer as unroll rows, a {group} per column of each, passes * columns per {launch}",
-    "tile": "a {group} per tile of {size_key} * unroll vectors, passes * tiles per {launch}",
+    "tile": "a {group} per tile of workgroup_size * unroll vectors, passes * tiles per {launch}",
 }
 
 
@@ -314,8 +314,8 @@ class StreamWorkload:
         self.filler = fill_kernel(rt, kernel, self.unroll)
         self.fill_source()
         w = rt.words
-        self.params = {"buffer_bytes": self.n_vec * 16, w.size_key: self.block,
-                       w.groups_key: self.resident if self.mode == "read" and not self.rows else self.n_vec // self.tile,
+        self.params = {"buffer_bytes": self.n_vec * 16, "workgroup_size": self.block,
+                       "workgroups": self.resident if self.mode == "read" and not self.rows else self.n_vec // self.tile,
                        "access_bytes": test.access_bytes, "unroll": self.unroll,
                        "layout": LAYOUT_TEXT[self.layout].format(**vars(w)),
                        "bytes_counted": "read + written" if self.mode == "copy" else self.mode}

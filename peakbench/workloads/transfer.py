@@ -224,7 +224,7 @@ class MappedReadWorkload:
                        "bytes_counted": "read by the kernel",
                        "engine": f"the stream read kernel (chunk layout, {STREAM_UNROLL} 16-byte loads in flight"
                                  f" per thread) reading mapped host memory",
-                       w.size_key: stream.STREAM_BLOCK, w.groups_key: self.resident}
+                       "workgroup_size": stream.STREAM_BLOCK, "workgroups": self.resident}
         self.evidence = rt.evidence(self.kernel)
 
     def run(self, size: int, n_vec: int | None = None) -> float:
