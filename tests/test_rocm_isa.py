@@ -28,28 +28,36 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from helpers import fixture, fixture_absent
 
+from peakbench import kernels
 from peakbench.catalog import TestSpec as Spec, Variant, default_catalog
 from peakbench.catalog import matrix as matrix_catalog
-from peakbench.catalog.compute import fma
 from peakbench.evidence import amdgpu
+from peakbench.rocm import matrix as rocm_matrix
 from peakbench.rocm import targets
+from peakbench.rocm.runtime import HipRuntime
+from peakbench.workloads import alu, chase, stream
 
 ROOT = Path(__file__).resolve().parents[1]
 SHADERS = ROOT / "shaders"
 HEADERS = fixture("hip-headers-rocm-6.3.tgz")
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
 BITCODE = Path(os.environ.get("PEAKBENCH_AMD_BITCODE") or CACHE / "peakbench-test" / "amd-bitcode")
+# clang-22's assembly of each compile, by everything that decides it (ISA_CACHE; below): a second
+# run on the same compiler compiles only what changed. PEAKBENCH_ISA_CACHE=off compiles everything.
+ISA_CACHE = os.environ.get("PEAKBENCH_ISA_CACHE") or str(CACHE / "peakbench-test" / "isa")
 CLANG, LLVM = "clang-22", "22"
 WORKERS = 2
 
@@ -62,41 +70,39 @@ class Build:
     defines: tuple[tuple[str, object], ...]
 
 
-# MIRRORS: peakbench/kernels/__init__.py alu_kernel() (ELEMENTS, STEP_DOT4X8) with workloads/alu.py's SEEDS,
-# peakbench/workloads/stream.py
-# StreamWorkload.__init__ (MODES, LAYOUTS, the fill), peakbench/workloads/chase.py Chaser.__init__
-# (CLOCK 0 on HIP, ROUND, POINTER) and peakbench/rocm/matrix.py MatrixWorkload.__init__ (FORM_<form>, ACC,
-# UNROLL, WAVES, WAVE, FMT).
+# What the ROCm backend hands hiprtc, from its own tables: kernels.alu_kernel and workloads/alu.py's
+# DEFINES (the vector ALU), workloads/stream.py's MODES and LAYOUTS, kernels.chase_kernel with
+# workloads/chase.py's ROUND and HipRuntime.kernel_clock, rocm/matrix.py's WAVES and forms.
+HIP = SimpleNamespace(dialect="hip")      # what kernels.* read of a runtime to pick HIP's kernels
+
+
 def build(test: Spec, variant: Variant | None, form: targets.Mma | None = None, fill: bool = False) -> Build:
     """The kernel the ROCm backend compiles for `test` and `variant` (a matrix test: and `form`, with
     the wave size of the family that runs it; the fill: the kernel that writes the source buffer)."""
     if test.family == "compute":
-        element, lanes = {"fp64": ("double", 1), "fp32": ("float", 1), "fp16": ("__half2", 2), "int64": ("long long", 1),
-                          "bf16": ("bfloat162", 2), "int32": ("int", 1), "int16": ("short", 1),
-                          "int8": ("int", 1)}[test.dtype]
-        defines = {"E": element, "STEP_DOT4X8": int(test.kernel == "dot4x8"), "VEC": variant.width // lanes,
-                   "ACC": test.accumulators, "UNROLL": variant.unroll, "SEEDS": 256}
-        return Build("alu.cu", "alu", tuple(defines.items()))
+        k = kernels.alu_kernel(test, variant, HIP)
+        return Build(k.source, k.entry, tuple({**k.defines, **alu.DEFINES}.items()))
     if test.family == "memory":
-        modes = {"read": 0, "write": 1, "copy": 2, "fill": 3}
-        layouts = {"chunk": 0, "stride": 1, "rows": 2, "tile": 0}
+        s = kernels.STREAM
         if fill:
-            return Build("mem.cu", "stream", (("MODE", modes["fill"]), ("UNROLL", variant.unroll)))
-        return Build("mem.cu", "stream", (("MODE", modes[test.dtype]), ("UNROLL", variant.unroll),
-                                          ("LAYOUT", layouts[variant.name])))
+            return Build(s.source, s.entry, (("MODE", stream.MODES["fill"]), ("UNROLL", variant.unroll)))
+        return Build(s.source, s.entry, (("MODE", stream.MODES[test.dtype]), ("UNROLL", variant.unroll),
+                                         ("LAYOUT", stream.LAYOUTS[variant.name])))
     if test.family == "latency":
-        return Build("mem.cu", "chase", (("CLOCK", 0), ("ROUND", 256), ("POINTER", 1)))
+        k = kernels.chase_kernel(HIP)
+        return Build(k.source, k.entry, (("CLOCK", int(HipRuntime.kernel_clock)), ("ROUND", chase.ROUND),
+                                         ("POINTER", int(k.pointer))))
     defines = {f"FORM_{form.form}": 1, "ACC": variant.accumulators or test.accumulators, "UNROLL": variant.unroll,
-               "WAVES": 4, "WAVE": wave_of(form), **({"FMT": form.fmt} if form.fmt is not None else {})}
-    return Build("matrix_amd.cu", "mma_peak", tuple(defines.items()))
+               "WAVES": rocm_matrix.WAVES, "WAVE": wave_of(form), **({"FMT": form.fmt} if form.fmt is not None else {})}
+    return Build(rocm_matrix.SOURCE, "mma_peak", tuple(defines.items()))
 
 
-# MIRRORS: peakbench/kernels.py variants() (a bf16dot test runs the fma family) and
-# peakbench/rocm/matrix.py variants() (one shape per form).
 def variants(test: Spec, form: targets.Mma | None = None) -> tuple[Variant, ...]:
+    """The variants the backend runs: kernels.variants (a bf16dot test runs the fma family), or a
+    matrix form's one shape (rocm/matrix.py variants)."""
     if form is not None:
         return (matrix_catalog.shape(form.m, form.n, form.k),)
-    return (fma(2, 64), fma(4, 32)) if test.kernel == "bf16dot" else test.variants
+    return kernels.variants(test)
 
 
 def wave_of(form: targets.Mma) -> int:
@@ -104,12 +110,20 @@ def wave_of(form: targets.Mma) -> int:
     return next(f.wave for f in targets.FAMILIES for fs in f.matrix.values() if form in fs)
 
 
-# MIRRORS: peakbench/rocm/runtime.py HipRuntime.compile_options (--offload-arch, -O3, -std=c++17,
-# -D per define), plus what hiprtc does on its own: device code only, the HIP runtime header
-# included first, the device library linked, the wave size macro the 6.3 headers read.
+def hiprtc_options(target: str, defines: dict) -> list[str]:
+    """The options the ROCm backend hands hiprtc (HipRuntime.compile_options), less the include
+    folders of an installed ROCm: the headers here are the fixture's."""
+    options = HipRuntime.compile_options(SimpleNamespace(target=target), defines)
+    return [o for o in options if not o.startswith("-I")]
+
+
 def clang_command(target: str, b: Build, path: Path, tools: "Toolchain") -> list[str]:
+    """hiprtc's compile as clang's driver spells it: the backend's options, plus what hiprtc does on
+    its own (device code only, the HIP runtime header included first, the device library linked,
+    the wave size macro the 6.3 headers read)."""
+    defines = [o for o in hiprtc_options(target, dict(b.defines)) if o.startswith("-D")]
     return [*tools.base(target), "-include-pch", str(tools.pch(target)), *tools.bitcode_flags,
-            "-S", "-o", "-", *(f"-D{k}={v}" for k, v in b.defines), str(path)]
+            "-S", "-o", "-", *defines, str(path)]
 
 
 CATALOG = default_catalog()
@@ -171,6 +185,7 @@ class Compiled:
     asm: str
     error: str
     seconds: float
+    cached: bool = False
 
     @property
     def ok(self) -> bool:
@@ -210,6 +225,7 @@ class Toolchain:
         subprocess.run([CLANG, "--target=amdgcn-amd-amdhsa", "-nogpulib", "-c", "-emit-llvm", str(abi),
                         "-o", str(abi.with_suffix(".bc"))], check=True, capture_output=True)
         libs = [BITCODE / "ocml.bc", BITCODE / "ockl.bc", abi.with_suffix(".bc")]
+        self.libraries, self._inputs = libs, None
         self.bitcode_flags = [f for lib in libs for f in ("-Xclang", "-mlink-builtin-bitcode", "-Xclang", str(lib))]
         self.prelude = tmp / "hip_prelude.h"
         self.prelude.write_text("#include <hip/hip_runtime.h>\n#include <hip/hip_fp16.h>\n#include <hip/hip_bf16.h>\n")
@@ -223,7 +239,7 @@ class Toolchain:
     def base(self, target: str) -> list[str]:
         wave = targets.family(target).wave
         return [CLANG, "-x", "hip", "--cuda-device-only", "-nogpulib", f"--rocm-path={self.rocm}", "--hip-version=6.3",
-                f"--offload-arch={target}", "-O3", "-std=c++17", f"-D__AMDGCN_WAVEFRONT_SIZE={wave}",
+                *hiprtc_options(target, {}), f"-D__AMDGCN_WAVEFRONT_SIZE={wave}",
                 "-fno-crash-diagnostics"]
 
     def pch(self, target: str) -> Path:
@@ -242,10 +258,30 @@ class Toolchain:
         if text is not None:                     # a modified copy (the planted faults)
             path = self.tmp / f"{hashlib.sha1(text.encode()).hexdigest()[:12]}-{b.source}"
             path.write_text(text)
+        command = clang_command(target, b, path, self)
+        entry = self.cache_entry(command, path.read_text() if text is None else text)
+        if entry is not None and entry.is_file():
+            return Compiled(target, b, entry.read_text(), "", 0.0, cached=True)
         t0 = time.perf_counter()
-        done = subprocess.run(clang_command(target, b, path, self), capture_output=True, text=True)
+        done = subprocess.run(command, capture_output=True, text=True)
         error = "" if done.returncode == 0 else (done.stderr or f"exit {done.returncode}")
+        if entry is not None and not error:
+            store(entry, done.stdout)
         return Compiled(target, b, done.stdout, error, time.perf_counter() - t0)
+
+    def cache_entry(self, command: list[str], source: str) -> Path | None:
+        """Where the assembly of `command` on `source` is kept: its name hashes the compiler's
+        version, the command (this session's folder written as <tmp>), the source, and the
+        headers and device library it reads, so any change to one of them is a new entry."""
+        if ISA_CACHE == "off":
+            return None
+        if self._inputs is None:
+            self._inputs = hashlib.sha256(b"".join(hashlib.sha256(p.read_bytes()).digest()
+                                                   for p in (HEADERS, *self.libraries))).hexdigest()
+        included = [h.read_text() for h in sorted(SHADERS.glob("*.h"))]     # any local header a source includes
+        key = hashlib.sha256("\0".join([self.version, self._inputs, source, *included,
+                                         *(arg.replace(str(self.tmp), "<tmp>") for arg in command)]).encode())
+        return Path(ISA_CACHE) / f"{key.hexdigest()[:40]}.s"
 
 
 class Census:
@@ -285,7 +321,7 @@ class Census:
                 continue
             c = job.result()
             row = {"target": target, "source": b.source, "entry": b.entry, "defines": dict(b.defines),
-                   "compiled": c.ok, "seconds": round(c.seconds, 2)}
+                   "compiled": c.ok, "seconds": round(c.seconds, 2), "cached": c.cached}
             if c.ok:
                 k = amdgpu.parse(c.asm).get(b.entry)
                 r = k.resources
@@ -297,6 +333,17 @@ class Census:
                 row["error"] = first_error(c.error)
             kernels.append(row)
         return {"compiler": self.tools.version, "cells": self.cells, "kernels": kernels}
+
+
+def store(entry: Path, text: str) -> None:
+    """Write a cache entry whole or not at all (a reader never sees half an entry)."""
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        part = entry.with_name(f"{entry.name}.{os.getpid()}.{threading.get_ident()}.part")
+        part.write_text(text)
+        os.replace(part, entry)
+    except OSError:
+        pass                                    # an unwritable cache: compile next time too
 
 
 def first_error(text: str) -> str:
@@ -513,6 +560,26 @@ def test_the_precompiled_header_changes_nothing(census):
     plain = subprocess.run(textual, capture_output=True, text=True, check=True).stdout
     unique = re.compile(r"^.*__hip_cuid_\w+.*$", re.M)
     assert unique.sub("", plain) == unique.sub("", census.get(target, b).asm)
+
+
+def test_a_cached_compile_is_the_compile_and_any_change_misses(census, tmp_path, monkeypatch):
+    """The assembly cache returns what clang printed for the same command and source, and every
+    input that decides the assembly (the source, a define, the target) names another entry."""
+    monkeypatch.setattr(sys.modules[__name__], "ISA_CACHE", str(tmp_path / "isa"))
+    test, target = CATALOG.get("compute.fp32"), "gfx1100"
+    b = build(test, variants(test)[0])
+    tools = census.tools
+    first = tools.compile(target, b)
+    again = tools.compile(target, b)
+    assert not first.cached and again.cached and again.asm == first.asm and first.ok
+    source = (SHADERS / b.source).read_text()
+    entry = tools.cache_entry(clang_command(target, b, SHADERS / b.source, tools), source)
+    assert entry.is_file()
+    other = Build(b.source, b.entry, tuple((k, 8 if k == "UNROLL" else v) for k, v in b.defines))
+    assert len({entry,
+                tools.cache_entry(clang_command(target, b, SHADERS / b.source, tools), source + "\n"),
+                tools.cache_entry(clang_command(target, other, SHADERS / b.source, tools), source),
+                tools.cache_entry(clang_command("gfx1101", b, SHADERS / b.source, tools), source)}) == 4
 
 
 def test_llvm_knows_every_target_of_the_table_but_the_two_it_dropped(census):
