@@ -15,7 +15,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from peakbench import kernels, listing
+from peakbench import kernels
+from peakbench.evidence import listing
 from peakbench.catalog import default_catalog
 from peakbench.evidence import sass
 from peakbench.harness import guards

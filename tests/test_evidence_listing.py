@@ -2,7 +2,7 @@
 kernel cut out of a module's listing."""
 from __future__ import annotations
 
-from peakbench import listing
+from peakbench.evidence import listing
 
 LISTING = """
         Function : alu
