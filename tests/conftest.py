@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -31,6 +32,14 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a real GPU; run on the H200 (pytest --gpu or -m gpu)")
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pyproject.toml): a worker per core, up to 4, and none where GPU tests run, whose
+    timings another worker would share the host with."""
+    if config.getoption("gpu") or "gpu" in (config.getoption("markexpr") or ""):
+        return 0
+    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+
+
 @functools.cache
 def real_gpu() -> str | None:
     """The name of the first non-CPU device of any backend, or None (lavapipe is not a GPU)."""
@@ -47,6 +56,14 @@ def real_gpu() -> str | None:
         if gpus:
             return f"{name}: {gpus[0]}"
     return None
+
+
+def pytest_sessionfinish(session):
+    """PEAKBENCH_ISA_CACHE_PACK=1: the ISA census's committed archive becomes what this run used."""
+    if "isa_cache" in sys.modules:
+        done = sys.modules["isa_cache"].pack_if_asked()
+        if done:
+            print(f"\n{done}")
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -28,10 +28,10 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tarfile
 import threading
 import time
+from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +39,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import isa_cache
 from helpers import fixture, fixture_absent
 
 from peakbench import kernels
@@ -55,9 +56,6 @@ SHADERS = ROOT / "shaders"
 HEADERS = fixture("hip-headers-rocm-6.3.tgz")
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
 BITCODE = Path(os.environ.get("PEAKBENCH_AMD_BITCODE") or CACHE / "peakbench-test" / "amd-bitcode")
-# clang-22's assembly of each compile, by everything that decides it (ISA_CACHE; below): a second
-# run on the same compiler compiles only what changed. PEAKBENCH_ISA_CACHE=off compiles everything.
-ISA_CACHE = os.environ.get("PEAKBENCH_ISA_CACHE") or str(CACHE / "peakbench-test" / "isa")
 CLANG, LLVM = "clang-22", "22"
 WORKERS = 2
 
@@ -122,7 +120,7 @@ def clang_command(target: str, b: Build, path: Path, tools: "Toolchain") -> list
     its own (device code only, the HIP runtime header included first, the device library linked,
     the wave size macro the 6.3 headers read)."""
     defines = [o for o in hiprtc_options(target, dict(b.defines)) if o.startswith("-D")]
-    return [*tools.base(target), "-include-pch", str(tools.pch(target)), *tools.bitcode_flags,
+    return [*tools.base(target), "-include-pch", str(tools.pch_path(target)), *tools.bitcode_flags,
             "-S", "-o", "-", *defines, str(path)]
 
 
@@ -185,7 +183,7 @@ class Compiled:
     asm: str
     error: str
     seconds: float
-    cached: bool = False
+    cached: str = ""                 # where a cached output came from (tests/isa_cache.py)
 
     @property
     def ok(self) -> bool:
@@ -242,12 +240,16 @@ class Toolchain:
                 *hiprtc_options(target, {}), f"-D__AMDGCN_WAVEFRONT_SIZE={wave}",
                 "-fno-crash-diagnostics"]
 
+    def pch_path(self, target: str) -> Path:
+        """Where the target's precompiled header goes (made by pch() before its first compile)."""
+        return self.tmp / f"prelude-{target}.pch"
+
     def pch(self, target: str) -> Path:
         with self._lock:
             lock = self._locks.setdefault(target, threading.Lock())
         with lock:
             if target not in self._pch:
-                out = self.tmp / f"prelude-{target}.pch"
+                out = self.pch_path(target)
                 subprocess.run([*self.base(target), "-S", "-Xclang", "-emit-pch", "-fpch-instantiate-templates",
                                 "-o", str(out), str(self.prelude)], check=True, capture_output=True)
                 self._pch[target] = out
@@ -259,29 +261,25 @@ class Toolchain:
             path = self.tmp / f"{hashlib.sha1(text.encode()).hexdigest()[:12]}-{b.source}"
             path.write_text(text)
         command = clang_command(target, b, path, self)
-        entry = self.cache_entry(command, path.read_text() if text is None else text)
-        if entry is not None and entry.is_file():
-            return Compiled(target, b, entry.read_text(), "", 0.0, cached=True)
+        k = self.cache_key(command, path.read_text() if text is None else text)
+        if (found := isa_cache.lookup(k)) is not None:
+            return Compiled(target, b, found.asm, found.error, 0.0, cached=found.where)
+        self.pch(target)
         t0 = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True)
         error = "" if done.returncode == 0 else (done.stderr or f"exit {done.returncode}")
-        if entry is not None and not error:
-            store(entry, done.stdout)
+        isa_cache.store(k, done.stdout, error)
         return Compiled(target, b, done.stdout, error, time.perf_counter() - t0)
 
-    def cache_entry(self, command: list[str], source: str) -> Path | None:
-        """Where the assembly of `command` on `source` is kept: its name hashes the compiler's
-        version, the command (this session's folder written as <tmp>), the source, and the
-        headers and device library it reads, so any change to one of them is a new entry."""
-        if ISA_CACHE == "off":
-            return None
+    def cache_key(self, command: list[str], source: str) -> str:
+        """The compile's key in tests/isa_cache.py: the compiler, the headers and device library,
+        the source, and the command with this session's folders named, not spelled."""
         if self._inputs is None:
             self._inputs = hashlib.sha256(b"".join(hashlib.sha256(p.read_bytes()).digest()
-                                                   for p in (HEADERS, *self.libraries))).hexdigest()
-        included = [h.read_text() for h in sorted(SHADERS.glob("*.h"))]     # any local header a source includes
-        key = hashlib.sha256("\0".join([self.version, self._inputs, source, *included,
-                                         *(arg.replace(str(self.tmp), "<tmp>") for arg in command)]).encode())
-        return Path(ISA_CACHE) / f"{key.hexdigest()[:40]}.s"
+                                                   for p in (HEADERS, *self.libraries[:2]))).hexdigest()
+        included = "".join(h.read_text() for h in sorted(SHADERS.glob("*.h")))   # a local header a source includes
+        return isa_cache.key(self.version, self._inputs + included, source, command,
+                             {str(self.tmp): "<tmp>", str(SHADERS): "<shaders>"})
 
 
 class Census:
@@ -335,17 +333,6 @@ class Census:
         return {"compiler": self.tools.version, "cells": self.cells, "kernels": kernels}
 
 
-def store(entry: Path, text: str) -> None:
-    """Write a cache entry whole or not at all (a reader never sees half an entry)."""
-    try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        part = entry.with_name(f"{entry.name}.{os.getpid()}.{threading.get_ident()}.part")
-        part.write_text(text)
-        os.replace(part, entry)
-    except OSError:
-        pass                                    # an unwritable cache: compile next time too
-
-
 def first_error(text: str) -> str:
     """The compiler's first error line (else its first line)."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
@@ -365,7 +352,8 @@ def census(tmp_path_factory):
         pool.shutdown(wait=True, cancel_futures=True)
     report = c.record()
     (tmp / "census.json").write_text(json.dumps(report, indent=1))
-    print(f"\n{report['compiler']}: {len(report['kernels'])} compiles in {time.perf_counter() - t0:.0f} s; "
+    where = Counter(k["cached"] or "compiled" for k in report["kernels"])
+    print(f"\n{report['compiler']}: {len(report['kernels'])} compiles ({dict(where)}) in {time.perf_counter() - t0:.0f} s; "
           f"census {tmp / 'census.json'}\n{summary(report)}")
 
 
@@ -564,22 +552,51 @@ def test_the_precompiled_header_changes_nothing(census):
 
 def test_a_cached_compile_is_the_compile_and_any_change_misses(census, tmp_path, monkeypatch):
     """The assembly cache returns what clang printed for the same command and source, and every
-    input that decides the assembly (the source, a define, the target) names another entry."""
-    monkeypatch.setattr(sys.modules[__name__], "ISA_CACHE", str(tmp_path / "isa"))
+    input that decides the assembly (the source, a define, the target) is another key."""
+    monkeypatch.setattr(isa_cache, "FOLDER", str(tmp_path / "isa"))
+    monkeypatch.setattr(isa_cache, "_archive", {})
     test, target = CATALOG.get("compute.fp32"), "gfx1100"
     b = build(test, variants(test)[0])
     tools = census.tools
-    first = tools.compile(target, b)
-    again = tools.compile(target, b)
-    assert not first.cached and again.cached and again.asm == first.asm and first.ok
+    first, again = tools.compile(target, b), tools.compile(target, b)
+    assert first.ok and not first.cached and again.cached == "folder" and again.asm == first.asm
     source = (SHADERS / b.source).read_text()
-    entry = tools.cache_entry(clang_command(target, b, SHADERS / b.source, tools), source)
-    assert entry.is_file()
     other = Build(b.source, b.entry, tuple((k, 8 if k == "UNROLL" else v) for k, v in b.defines))
-    assert len({entry,
-                tools.cache_entry(clang_command(target, b, SHADERS / b.source, tools), source + "\n"),
-                tools.cache_entry(clang_command(target, other, SHADERS / b.source, tools), source),
-                tools.cache_entry(clang_command("gfx1101", b, SHADERS / b.source, tools), source)}) == 4
+    keys = {tools.cache_key(clang_command(target, b, SHADERS / b.source, tools), source),
+            tools.cache_key(clang_command(target, b, SHADERS / b.source, tools), source + "\n"),
+            tools.cache_key(clang_command(target, other, SHADERS / b.source, tools), source),
+            tools.cache_key(clang_command("gfx1101", b, SHADERS / b.source, tools), source)}
+    assert len(keys) == 4
+    failed = tools.compile(target, b, source.replace("UNROLL", "UNROLL +"))       # a compile error is kept too
+    assert not failed.ok and tools.compile(target, b, source.replace("UNROLL", "UNROLL +")).error == failed.error
+
+
+def test_the_committed_cache_holds_clangs_output(tmp_path_factory):
+    """A sample of the committed archive's entries, compiled again here, is what clang prints now
+    (only where the archive was made by this compiler: other keys are never looked up)."""
+    reason = missing()
+    if reason:
+        pytest.skip(reason)
+    entries = isa_cache._load_archive()
+    if not entries:
+        pytest.skip(f"no {isa_cache.ARCHIVE.name} (PEAKBENCH_ISA_CACHE_PACK=1 makes one)")
+    tools = Toolchain(tmp_path_factory.mktemp("isa-sample"))
+    samples = [("gfx942", build(CATALOG.get("compute.fp16"), CATALOG.get("compute.fp16").variants[0])),
+               ("gfx1100", build(CHASE_TEST, None)),
+               ("gfx90a", build(STREAM_TESTS[0], STREAM_TESTS[0].variants[0]))]
+    checked = 0
+    unique = re.compile(r"^.*__hip_cuid_\w+.*$", re.M)
+    for target, b in samples:
+        command = clang_command(target, b, SHADERS / b.source, tools)
+        entry = entries.get(tools.cache_key(command, (SHADERS / b.source).read_text()))
+        if entry is None:
+            continue                   # changed since the archive was made: compiled anyway
+        tools.pch(target)
+        fresh = subprocess.run(command, capture_output=True, text=True)
+        assert unique.sub("", fresh.stdout) == unique.sub("", entry["asm"]), f"{b} on {target}"
+        checked += 1
+    if not checked:
+        pytest.skip("the archive holds none of the sampled compiles (another compiler, or changed sources)")
 
 
 def test_llvm_knows_every_target_of_the_table_but_the_two_it_dropped(census):
