@@ -5,6 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# The operand types a vector test's kernel may do its arithmetic in, by its dtype, as the loop
+# censuses name them (the work and types guards read these; the 4x8-bit dot product accumulates
+# into 32-bit integers). A dtype of the catalog missing here fails its types guard.
+OPERAND_TYPES = {"fp64": ("f64",), "fp32": ("f32",), "fp16": ("f16",), "bf16": ("bf16",), "int32": ("i32",),
+                 "int64": ("i64",), "int16": ("i16",), "int8": ("i8x4", "i32"),
+                 # no vector kernel anywhere: no module's arithmetic is of these types
+                 "fp8_e4m3": ("fp8_e4m3",), "fp8_e5m2": ("fp8_e5m2",), "int4": ("int4",), "fp4": ("fp4",)}
+# The type a loop must hold where OPERAND_TYPES admits more than one (an INT8 test whose loop only
+# multiplies 32-bit integers is no dot product).
+REQUIRED_TYPES = {"int8": ("i8x4",)}
+
 
 @dataclass(frozen=True)
 class Variant:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 
+from peakbench.catalog.descriptors import OPERAND_TYPES, REQUIRED_TYPES
 from peakbench.harness.stats import median
 
 TOLERANCE = 0.05           # the rate and clock ceilings: vendor peaks are round numbers
@@ -40,18 +41,9 @@ MAX_TIMER_RATIO = 1.05
 # delay on a short launch (a 3.1 ms copy in 12.2 ms on a loaded lavapipe) is not one; a timer ten
 # times fast at the quick run's 5 ms samples is 45 ms short.
 HOST_DELAY_S = 0.02
-# The operand types a test's kernel may do its arithmetic in, by the descriptor's dtype
-# (the 4x8-bit dot product accumulates into 32-bit integers).
-TYPES = {"fp64": {"f64"}, "fp32": {"f32"}, "fp16": {"f16"}, "bf16": {"bf16"}, "int32": {"i32"}, "int64": {"i64"},
-         "int16": {"i16"}, "int8": {"i8x4", "i32"},
-         # no vector kernel anywhere: no module's arithmetic is of these types
-         "fp8_e4m3": {"fp8_e4m3"}, "fp8_e5m2": {"fp8_e5m2"}, "int4": {"int4"}, "fp4": {"fp4"}}
 # A matrix test's element types as the compiled modules name them (operands.accumulator).
 MATRIX_ELEMENTS = {"fp16": "f16", "bf16": "bf16", "fp8_e4m3": "e4m3", "fp8_e5m2": "e5m2", "int8": "i8",
                    "fp32": "f32", "int32": "i32", "fp64": "f64", "tf32": "tf32", "int4": "i4", "fp4": "e2m1"}
-# The type a test's loop must hold where TYPES admits more than one (an INT8 test whose loop only
-# multiplies 32-bit integers is no dot product).
-REQUIRED = {"int8": {"i8x4"}}
 # Where a machine has no instruction of the test's width, the type its native path computes in, by
 # (the census's source, dtype): NVIDIA has no 16-bit integer multiply-add, so int16 lanes run as
 # IMAD on 32-bit registers (cuda/capabilities.py INSTRUCTION), which is exact in the low 16 bits.
@@ -97,7 +89,8 @@ def wanted(test, census) -> set[str] | None:
     if test.family == "matrix":
         a, c = (MATRIX_ELEMENTS.get(t) for t in test.types)
         return {f"{a}.{c}"} if a and c else None
-    return MACHINE_TYPES.get((census.source.split()[0], test.dtype), TYPES.get(test.dtype))
+    known = OPERAND_TYPES.get(test.dtype)
+    return MACHINE_TYPES.get((census.source.split()[0], test.dtype), set(known) if known else None)
 
 
 def types(test, variant, census) -> tuple[str | None, str]:
@@ -105,12 +98,15 @@ def types(test, variant, census) -> tuple[str | None, str]:
     if uncounted(test, census):
         return None, uncounted(test, census)
     want = wanted(test, census)
+    if want is None and test.family == "compute":
+        return f"the catalog names no operand types for {test.dtype} (catalog/descriptors.py OPERAND_TYPES)", \
+            f"{', '.join(sorted(census.types))} ({census.source})"
     if want is None:
         return None, f"not checked: no operand types known for {test.dtype}"
     found = sorted(census.types)
     seen = f"{', '.join(found)} ({census.source})"
     elements = {element(t) for t in found}
-    if not elements <= want or not elements & REQUIRED.get(test.dtype, want):
+    if not elements <= want or not elements & set(REQUIRED_TYPES.get(test.dtype, want)):
         return (f"module does {' and '.join(found)} arithmetic; test {test.name} is {test.dtype}"
                 f" ({' and '.join(sorted(want))})"), seen
     packed = getattr(test, "packed", 1)
