@@ -63,6 +63,32 @@ def test_the_chase_is_timed_only_after_a_whole_walk_of_the_cycle():
     assert sweep.latencies == pytest.approx([1.0] * len(sweep.sizes))   # no first touch was timed
 
 
+class ClockedChaser(CachedChaser):
+    """CachedChaser with a cycle counter at 2 GHz, which moves back `back_at` readouts in."""
+    clocked = True
+
+    def __init__(self, back_at=None):
+        self.readouts, self.back_at, self.gpu_s = 0, back_at, 0.0
+
+    def launch(self, rounds, start):
+        self.gpu_s = super().launch(rounds, start)
+        return self.gpu_s
+
+    def readout(self):
+        self.readouts += 1
+        cycles = round(self.gpu_s * 2e9)
+        return self.end, (-cycles if self.readouts == self.back_at else cycles)
+
+
+def test_a_counter_that_goes_back_reports_no_cycles_and_says_why():
+    good = chase.ChaseSweep(ClockedChaser(), 256 * KIB, first_level=1, sample_s=1e-6)
+    assert len(good.series()["cycles"]) == len(good.sizes) and set(good.series()["clock_mhz"]) == {2000}
+    assert "counter" not in good.evidence
+    bad = chase.ChaseSweep(ClockedChaser(back_at=3), 256 * KIB, first_level=1, sample_s=1e-6)
+    assert bad.cycles == [] and "cycles" not in bad.series()
+    assert bad.evidence["counter"].endswith("no cycles reported") and "the core's counter moved -" in bad.evidence["counter"]
+
+
 def test_a_screening_sweep_stops_at_four_last_caches_and_runs_the_full_range_where_unknown():
     nvidia, amd = SimpleNamespace(vendor_id=0x10DE), SimpleNamespace(vendor_id=0x1002)
     assert chase.screening_max(nvidia, 50 << 20) == 200 << 20          # the H200's 50 MiB L2
@@ -411,10 +437,14 @@ def test_latency_levels_on_this_device(vulkan_device, pointer):
         if len(levels) >= 2:
             break
     assert len(levels) >= 2, f"two sweeps found only {sorted(levels)}"
-    if rt.caps.has("shaderSubgroupClock"):     # cycles from the shader's own counter
+    # Cycles from the shader's own counter. A CPU device's counter can stand still or go back when the
+    # host moves its thread (seen under load): then the sweep says so and reports no cycles.
+    if rt.caps.has("shaderSubgroupClock") and "counter" not in sweep.evidence:
         series = sweep.series()
         assert len(series["cycles"]) == len(series["clock_mhz"]) == len(sweep.sizes)
         assert all(c > 0 for c in series["cycles"]) and all(m > 0 for m in series["clock_mhz"])
+    elif rt.caps.has("shaderSubgroupClock"):
+        assert "cycles" not in sweep.series() and "no cycles reported" in sweep.evidence["counter"]
     assert levels["dram"].latency_ns > min(p.latency_ns for p in levels.values())
 
 

@@ -316,9 +316,15 @@ class ChaseSweep:
         want = int(order[position]) * stride
         if end != want and self.problem is None:
             self.problem = f"working set {ws} B: the chase ended at {end}, not at {want}"
-        if cycles is not None:           # cycles of the last launch, from the core's own counter
-            self.cycles.append(round(cycles / (rounds * ROUND), 1))
-            self.mhz.append(round(cycles / times[-1] / 1e6))
+        if cycles is not None and "counter" not in self.evidence:   # from the core's own counter
+            mhz = round(cycles / times[-1] / 1e6)
+            if cycles > 0 and mhz > 0:
+                self.cycles.append(round(cycles / (rounds * ROUND), 1))
+                self.mhz.append(mhz)
+            else:                        # a counter that stood still or went back: no cycles at all
+                self.cycles, self.mhz = [], []
+                self.evidence["counter"] = (f"working set {ws} B: the core's counter moved {cycles} in "
+                                            f"{times[-1] * 1e6:.0f} us; no cycles reported")
         return rate(rounds * ROUND, median(times), 1, "ns")
 
     def _length(self, run) -> int:
