@@ -97,6 +97,15 @@ class Capabilities:
         return bool(self.features.get(feature))
 
 
+def _optional(chain: list, extensions: set, extension: str, ctype: str, stype: int):
+    """The structure `ctype`, appended to `chain`, where the device has `extension`; else None."""
+    if extension not in extensions:
+        return None
+    s = _new(ctype, stype)
+    chain.append(s)
+    return s
+
+
 def probe_features(pd, extensions: set) -> dict:
     f11 = _new("VkPhysicalDeviceVulkan11Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES)
     f12 = _new("VkPhysicalDeviceVulkan12Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES)
@@ -108,25 +117,14 @@ def probe_features(pd, extensions: set) -> dict:
     fp8 = _raw(STYPE_FLOAT8_FEATURES, 8) if EXT_FLOAT8 in extensions else None
     cm2 = _raw(STYPE_COOPMAT2_FEATURES, 12) if EXT_COOPMAT2 in extensions else None
     chain += [s for s in (bf16, fp8, cm2) if s is not None]
-    coop = None
-    if EXT_COOPMAT in extensions:
-        coop = _new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
-                    vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR)
-        chain.append(coop)
-    clock = None
-    if EXT_SHADER_CLOCK in extensions:
-        clock = _new("VkPhysicalDeviceShaderClockFeaturesKHR", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR)
-        chain.append(clock)
-    exe = None
-    if EXT_EXECUTABLE_PROPERTIES in extensions:
-        exe = _new("VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
-                   vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR)
-        chain.append(exe)
-    atomic_float = None
-    if EXT_ATOMIC_FLOAT in extensions:
-        atomic_float = _new("VkPhysicalDeviceShaderAtomicFloatFeaturesEXT",
-                            vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT)
-        chain.append(atomic_float)
+    coop = _optional(chain, extensions, EXT_COOPMAT, "VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
+                     vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR)
+    clock = _optional(chain, extensions, EXT_SHADER_CLOCK, "VkPhysicalDeviceShaderClockFeaturesKHR",
+                      vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR)
+    exe = _optional(chain, extensions, EXT_EXECUTABLE_PROPERTIES, "VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
+                    vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR)
+    atomic_float = _optional(chain, extensions, EXT_ATOMIC_FLOAT, "VkPhysicalDeviceShaderAtomicFloatFeaturesEXT",
+                             vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT)
     f2 = _new("VkPhysicalDeviceFeatures2", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2)
     _chain(f2, *chain)
     vk.vkGetPhysicalDeviceFeatures2(pd, f2)
@@ -162,22 +160,15 @@ def probe(instance, pd, index: int) -> tuple[DeviceInfo, Capabilities]:
     dot = _new("VkPhysicalDeviceShaderIntegerDotProductProperties",
                vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES)
     chain = [driver, ids, sub, dot]
-    sm = amd = amd2 = None
     cm2 = _raw(STYPE_COOPMAT2_PROPERTIES, 8) if EXT_COOPMAT2 in extensions else None   # 3 x uint32_t
     if cm2 is not None:
         chain.append(cm2)
-    if EXT_SM_BUILTINS in extensions:
-        sm = _new("VkPhysicalDeviceShaderSMBuiltinsPropertiesNV",
-                  vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV)
-        chain.append(sm)
-    if EXT_AMD_CORE in extensions:
-        amd = _new("VkPhysicalDeviceShaderCorePropertiesAMD",
-                   vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD)
-        chain.append(amd)
-    if EXT_AMD_CORE2 in extensions:
-        amd2 = _new("VkPhysicalDeviceShaderCoreProperties2AMD",
-                    vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_2_AMD)
-        chain.append(amd2)
+    sm = _optional(chain, extensions, EXT_SM_BUILTINS, "VkPhysicalDeviceShaderSMBuiltinsPropertiesNV",
+                   vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV)
+    amd = _optional(chain, extensions, EXT_AMD_CORE, "VkPhysicalDeviceShaderCorePropertiesAMD",
+                    vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD)
+    amd2 = _optional(chain, extensions, EXT_AMD_CORE2, "VkPhysicalDeviceShaderCoreProperties2AMD",
+                     vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_2_AMD)
     p2 = _new("VkPhysicalDeviceProperties2", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2)
     _chain(p2, *chain)
     vk.vkGetPhysicalDeviceProperties2(pd, p2)
