@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from peakbench.catalog import TestSpec
+from peakbench.workload import Workload
 
 BACKENDS = ("vulkan", "cuda", "rocm")
 
@@ -83,21 +84,6 @@ class DeviceInfo:
                 "uuid": self.uuid, "type": self.kind, "units": self.units, **self.extra}
 
 
-class Workload(Protocol):
-    """One prepared kernel variant on one device, ready to time.
-
-    `run(size)` launches it with a size knob (loop count or repetitions) and returns the GPU time
-    in seconds; `work(size)` is the ops or bytes that launch does; `verify()` runs a short check
-    against the host reference and returns None or the reason it failed.
-    """
-    params: dict
-    evidence: dict
-
-    def run(self, size: int) -> float: ...
-    def work(self, size: int) -> float: ...
-    def verify(self) -> str | None: ...
-
-
 def release_on_failure(init):
     """For a workload's __init__: when building it fails part-way (an allocation, a compile, the
     first launch), close() what was made before the error goes on, so a failed variant does not
@@ -128,11 +114,10 @@ def release(obj, free, *names: str) -> None:
 class Device(Protocol):
     info: DeviceInfo
 
-    def prepare(self, test: TestSpec, variant, settings=None, spec=None) -> Workload:
-        """Build the kernel for one variant; raises Unsupported with a [category] reason.
-        `settings` (harness.runner.Settings, None: the full suite's) says whether this is a
-        screening run, which shortens what a workload sweeps at preparation; `spec`, the device's
-        spec entry, gives the cache sizes an API may not report."""
+    def prepare(self, test: TestSpec, variant, spec=None) -> Workload:
+        """Build the kernel for one variant (measured by the runner alone: nothing is timed
+        here); raises Unsupported with a [category] reason. `spec`, the device's spec entry,
+        gives the cache sizes an API may not report."""
 
     def support(self, test: TestSpec) -> str | None:
         """None when the test can run here, else the unsupported reason ([category] sentence)."""

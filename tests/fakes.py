@@ -12,6 +12,7 @@ import time
 from types import SimpleNamespace
 
 from peakbench.backend import DeviceInfo
+from peakbench.workload import Sweep, Workload
 
 
 class FakeClock:
@@ -31,7 +32,7 @@ def use_clock(monkeypatch, clock: FakeClock, *modules) -> None:
         monkeypatch.setattr(module, "time", SimpleNamespace(perf_counter=clock))
 
 
-class FakeWorkload:
+class FakeWorkload(Workload):
     def __init__(self, seconds_per_unit: float = 1e-6, ops_per_unit: float = 1e6, *,
                  clock: FakeClock | None = None, noise=(1.0,), problem: str | None = None,
                  fail_on_run: int | None = None, name: str = "fake"):
@@ -72,6 +73,22 @@ class FakeWorkload:
 
     def close(self) -> None:
         self.closed = True
+
+
+class FakeSweep(Sweep):
+    """A series over `points` whose launches are a fake workload's: at every point its rate is
+    the workload's, items x 1 byte over its GPU seconds, in GB/s."""
+    x, unit = "working_set_bytes", "GB/s"
+
+    def __init__(self, workload: FakeWorkload, points: tuple = (4096, 8192)):
+        super().__init__(points, sample_s=0.002)
+        self.workload = workload
+
+    def run(self, size: int) -> float:
+        return self.workload.run(size)
+
+    def items(self, size: int) -> int:
+        return self.workload.items(size)
 
 
 def fake_info(index: int = 0, name: str = "Fake GPU 9000", kind: str = "gpu") -> DeviceInfo:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import fake_hip
+from peakbench.harness import runner
 from peakbench.workloads import chase, stream
 from test_workloads import args, rt  # noqa: F401  (rt is a fixture)
 from test_workloads_chase import INDEX, POINTER, chase_player, chase_time, link_player
@@ -91,7 +92,7 @@ def cached_sweep(cache_bytes=2 * LAST, top=16 * MIB, sample_s=40e-6):
     """A sweep told of a last cache of LAST behind a cache of twice that: the margin the bound
     keeps (the H200's L2 is 50 MiB in its spec, 60 MiB to CUDA, and not LRU)."""
     chaser = UploadCachedChaser(cache_bytes)
-    return chaser, chase.ChaseSweep(chaser, top, first_level=1, sample_s=sample_s, last_cache=LAST)
+    return chaser, runner.sweep(chase.ChaseSweep(chaser, top, first_level=1, sample_s=sample_s, last_cache=LAST))
 
 
 def test_the_walk_covers_the_cycle_up_to_twice_the_last_cache_and_then_reads_dram(small_warm_loads):
@@ -151,7 +152,7 @@ def test_one_chain_buffer_serves_the_whole_sweep_on_the_fake_hip_runtime(rt):
     rt.fake.kernels["chase_link"] = link_player
     rt.fake.elapsed_ms = lambda launch: chase_time(launch)
     before = {name: rt.fake.names().count(name) for name in ("hipMalloc", "hipFree")}
-    sweep = chase.ChaseSweep(chase.Chaser(rt, POINTER), 256 * KIB, first_level=1)
+    sweep = runner.sweep(chase.ChaseSweep(chase.Chaser(rt, POINTER), 256 * KIB, first_level=1))
     assert sweep.problem is None and len(sweep.sizes) == 25
     names = rt.fake.names()
     assert names.count("hipMalloc") - before["hipMalloc"] == 2         # the output and one chain buffer
@@ -167,8 +168,8 @@ def test_a_screening_sweep_that_goes_on_reserves_one_more_buffer_on_the_fake_hip
     rt.fake.elapsed_ms = lambda launch: chase_time(launch)             # 100 ns a load: one level
     before = {name: rt.fake.names().count(name) for name in ("hipMalloc", "hipFree")}
     # One plateau, so no far L2 partition: incomplete where the L2 is partitioned.
-    sweep = chase.ChaseSweep(chase.Chaser(rt, POINTER), 256 * KIB, first_level=1, partitioned_l2=True,
-                             screen=chase.Screen(64 * KIB))
+    sweep = runner.sweep(chase.ChaseSweep(chase.Chaser(rt, POINTER), 256 * KIB, first_level=1, partitioned_l2=True,
+                                          screen=chase.Screen(64 * KIB)), screening=True)
     assert sweep.problem is None and sweep.sizes == chase.working_sets(256 * KIB)
     assert sweep.evidence["sweep"] == "screening sweep extended to 256 KiB: its levels were incomplete at 64 KiB"
     names = rt.fake.names()
@@ -182,7 +183,7 @@ def test_a_screening_sweep_launches_half_as_long(rt):
 
     def timed_rounds(screening: bool) -> int:
         rt.fake.launches.clear()
-        sweep = chase.sweep(rt, INDEX, 64 * KIB, screening=screening)
+        sweep = runner.sweep(chase.sweep(rt, INDEX, 64 * KIB), screening=screening)
         assert sweep.problem is None
         return fake_hip.scalar(args(rt.fake.launches[-1])[2])
 
@@ -218,8 +219,8 @@ def test_one_chain_buffer_and_one_address_serve_a_sweep_on_this_device(vulkan_de
     counting = Counting(rt)
     # A last cache of 256 KiB: the walks stay whole cycles (WARM_LOADS is the larger bound), in one
     # buffer, and every point ends where the host's permutation says.
-    sweep = chase.ChaseSweep(chase.Chaser(counting, kernel), 4 * MIB, first_level=1, sample_s=0.0005,
-                             last_cache=256 * KIB)
+    sweep = runner.sweep(chase.ChaseSweep(chase.Chaser(counting, kernel), 4 * MIB, first_level=1, sample_s=0.0005,
+                                          last_cache=256 * KIB))
     assert sweep.problem is None, sweep.problem
     assert sweep.sizes == chase.working_sets(4 * MIB) and all(t > 0 for t in sweep.latencies)
     assert counting.allocs == [32, 4 * MIB]
@@ -240,9 +241,10 @@ def test_the_device_sweep_passes_the_last_cache_the_caches_and_the_screen(vulkan
     top = min(chase.CHASE_MAX, stream.working_bytes(rt))
     full, l3 = {"l2": 8 * MIB, "l1": 64 * KIB}, {"l3": 32 * MIB}
     chase.sweep(rt, kernel, stream.working_bytes(rt), caches=full)
-    chase.sweep(rt, kernel, stream.working_bytes(rt), screening=True, caches=l3, flush=lambda nbytes: nbytes)
-    chase.sweep(rt, kernel, stream.working_bytes(rt), sample_s=0.001, screening=True, caches=l3)
-    assert made[0] == (top, chase.SWEEP_SAMPLE_S, 8 * MIB, full, None)
+    chase.sweep(rt, kernel, stream.working_bytes(rt), caches=l3, flush=lambda nbytes: nbytes)
+    chase.sweep(rt, kernel, stream.working_bytes(rt), sample_s=0.001, caches=l3)
+    # The screen a screening run takes (runner.sweep(..., screening=True)); the full suite's ignores it.
+    assert made[0] == (top, chase.SWEEP_SAMPLE_S, 8 * MIB, full, chase.Screen(min(top, 128 * MIB)))
     # A screening sweep's own points launch SCREEN_SAMPLE_S, any it goes on to SWEEP_SAMPLE_S.
     assert made[1] == (top, chase.SWEEP_SAMPLE_S, 32 * MIB, l3, chase.Screen(min(top, 128 * MIB), chase.SCREEN_SAMPLE_S))
     assert made[2] == (top, 0.001, 32 * MIB, l3, chase.Screen(min(top, 128 * MIB), 0.001))
@@ -253,8 +255,8 @@ def test_a_flush_of_four_last_caches_only_where_a_screening_sweep_has_points_to_
     # The H200: 50 MiB of L2 in its spec, 60 MiB to CUDA; the walk covers the cycle to 128 MiB.
     made = []
     monkeypatch.setattr(chase, "Chaser", lambda rt, kernel: SimpleNamespace(release=lambda: None))
-    monkeypatch.setattr(chase, "ChaseSweep", lambda *args: made.append((args[-2].flush_from if args[-2] else None,
-                                                                        args[-1])))
+    monkeypatch.setattr(chase, "ChaseSweep", lambda *args: made.append((args[-2].flush_from,
+                                                                        args[-1]() if args[-1] else None)))
     kernel = chase.ChaseKernel("mem.cu", "chase", clock_word=2, path="p")
     flush = lambda nbytes: nbytes
 
@@ -262,18 +264,16 @@ def test_a_flush_of_four_last_caches_only_where_a_screening_sweep_has_points_to_
         return SimpleNamespace(info=SimpleNamespace(vendor_id=vendor_id, name="a GPU", kind="gpu"),
                                limits=SimpleNamespace(l2_bytes=l2_bytes))
     h200 = gpu(0x10DE, 60 * MIB)
-    chase.sweep(h200, kernel, 512 * MIB, screening=True, caches={"l2": 50 * MIB}, flush=flush)   # 240 MiB
-    chase.sweep(h200, kernel, 512 * MIB, screening=True, flush=flush)                           # the API's alone
-    chase.sweep(h200, kernel, 512 * MIB, caches={"l2": 50 * MIB}, flush=flush)                  # the full sweep
-    chase.sweep(h200, kernel, 128 * MIB, screening=True, caches={"l2": 50 * MIB}, flush=flush)  # 240 MiB do not fit
-    chase.sweep(h200, kernel, 200 * MIB, screening=True, caches={"l2": 50 * MIB}, flush=flush)  # nor here
-    chase.sweep(h200, kernel, 512 * MIB, screening=True, flush=None)
-    assert made == [(90 * MIB, 240 * MIB), (90 * MIB, 240 * MIB), (None, None), (90 * MIB, None),
-                    (90 * MIB, None), (90 * MIB, None)]
+    chase.sweep(h200, kernel, 512 * MIB, caches={"l2": 50 * MIB}, flush=flush)   # 240 MiB
+    chase.sweep(h200, kernel, 512 * MIB, flush=flush)                           # the API's alone
+    chase.sweep(h200, kernel, 128 * MIB, caches={"l2": 50 * MIB}, flush=flush)  # 240 MiB do not fit
+    chase.sweep(h200, kernel, 200 * MIB, caches={"l2": 50 * MIB}, flush=flush)  # nor here
+    chase.sweep(h200, kernel, 512 * MIB, flush=None)
+    assert made == [(90 * MIB, 240 * MIB), (90 * MIB, 240 * MIB), (90 * MIB, None), (90 * MIB, None), (90 * MIB, None)]
     # A 20 MiB L2: the screen ends at 128 MiB, walked in full, so only NVIDIA's flush from 30 MiB flushes.
     made.clear()
-    chase.sweep(gpu(0x10DE, 20 * MIB), kernel, 512 * MIB, screening=True, flush=flush)
-    chase.sweep(gpu(0x1002, 20 * MIB), kernel, 512 * MIB, screening=True, caches={"l2": 20 * MIB}, flush=flush)
+    chase.sweep(gpu(0x10DE, 20 * MIB), kernel, 512 * MIB, flush=flush)
+    chase.sweep(gpu(0x1002, 20 * MIB), kernel, 512 * MIB, caches={"l2": 20 * MIB}, flush=flush)
     assert made == [(30 * MIB, 80 * MIB), (None, None)]
 
 
@@ -289,13 +289,14 @@ def test_a_screen_flushes_past_its_walk_and_from_its_flush_from():
 
 def test_a_flush_that_cannot_be_made_releases_the_chaser(monkeypatch):
     released = []
-    monkeypatch.setattr(chase, "Chaser", lambda rt, kernel: SimpleNamespace(release=lambda: released.append(1)))
+    monkeypatch.setattr(chase, "Chaser", lambda rt, kernel: SimpleNamespace(release=lambda: released.append(1),
+                                                                            max_rounds=1 << 24))
     rt = SimpleNamespace(info=SimpleNamespace(vendor_id=0x10DE, name="NVIDIA H200", kind="gpu"),
                          limits=SimpleNamespace(l2_bytes=60 * MIB))
 
     def broken(nbytes):
         raise MemoryError("out of device memory")
+    sweep = chase.sweep(rt, chase.ChaseKernel("mem.cu", "chase", clock_word=2, path="p"), 512 * MIB, flush=broken)
     with pytest.raises(MemoryError):
-        chase.sweep(rt, chase.ChaseKernel("mem.cu", "chase", clock_word=2, path="p"), 512 * MIB,
-                    screening=True, flush=broken)
-    assert released == [1]
+        runner.sweep(sweep, screening=True)
+    assert released == [1] and sweep.taken and "MemoryError: out of device memory" in sweep.problem

@@ -241,7 +241,7 @@ def test_ce_copies_run_on_the_source_gpus_stream_and_kernels_on_the_destination(
     for name, kind, issuer in (("ce", "copy", 1), ("kernel", "kernel", 2)):
         w = module.workload(TEST, VARIANTS[name], rt)
         try:
-            pair = next(p for p in w.pairs if p == [(1, 2)])
+            pair = next(p for p in w.pairs if p == ((1, 2),))
             cp.log.clear()
             w.copy(pair, 2)
             issued = [e for e in cp.log if e[0] == kind]
@@ -267,7 +267,8 @@ def test_both_directions_run_on_two_gpus_between_one_pair_of_events(fake):
         assert steps == [("record", 0, True), ("wait", 1, 0), ("record", 1, False), ("wait", 0, 1),
                          ("record", 0, True), ("event-sync", 0)]
         assert sorted({e[1:3] for e in cp.log if e[0] == "copy"}) == [(0, 1), (1, 0)]
-        assert w.items(w.pairs[0], 3) == 2 * 3 * NBYTES
+        w.at(w.pairs[0])
+        assert w.items(3) == 2 * 3 * NBYTES
     finally:
         w.close()
 

@@ -17,6 +17,7 @@ import time
 import pytest
 
 from helpers import gpu_required
+from peakbench.harness import runner
 from peakbench.harness.levels import documented_caches
 from peakbench.harness.stats import median
 from peakbench.sources import SHADERS
@@ -57,9 +58,10 @@ def timed_sweep(device, screening: bool = False):
     """The CUDA sweep as a run makes it (the spec's caches name its levels and bound its walks)."""
     rt = device.rt
     started = time.perf_counter()
-    sweep = chase.sweep(rt, device.table.chase_kernel(rt), stream.working_bytes(rt), screening=screening,
-                        caches=documented_caches(spec_of(rt)),
-                        flush=lambda nbytes: stream.CacheFlush(rt, device.table.STREAM, nbytes))
+    sweep = runner.sweep(chase.sweep(rt, device.table.chase_kernel(rt), stream.working_bytes(rt),
+                                     caches=documented_caches(spec_of(rt)),
+                                     flush=lambda nbytes: stream.CacheFlush(rt, device.table.stream, nbytes)),
+                         screening=screening)
     sweep.seconds = time.perf_counter() - started
     return sweep
 
@@ -177,8 +179,8 @@ def test_the_load_forms_side_by_side_at_the_l1(cuda_device):
     text, cycles = (SHADERS / "mem.cu").read_text(), {}
     assert LOADS["ld.global.ca"] in text
     for name, op in LOADS.items():
-        sweep = chase.ChaseSweep(chase.Chaser(Edited(rt, text.replace(LOADS["ld.global.ca"], op)), kernel),
-                                 32 << 10, first_level=1)
+        sweep = runner.sweep(chase.ChaseSweep(chase.Chaser(Edited(rt, text.replace(LOADS["ld.global.ca"], op)), kernel),
+                                              32 << 10, first_level=1))
         assert sweep.problem is None, f"{name}: {sweep.problem}"
         cycles[name] = min(sweep.cycles)
     print("\nL1 cycles by load form:", cycles)
@@ -193,7 +195,7 @@ def test_vulkan_chases_pointers_too(request):
         if not (kernel and kernel.pointer):
             pytest.fail("the Vulkan table does not run the pointer chase (bufferDeviceAddress not enabled)")
         started = time.perf_counter()     # the spec's L2 bounds the walks, as in a run
-        sweep = chase.sweep(rt, kernel, stream.working_bytes(rt), caches=documented_caches(spec_of(rt)))
+        sweep = runner.sweep(chase.sweep(rt, kernel, stream.working_bytes(rt), caches=documented_caches(spec_of(rt))))
         print(f"\nVulkan sweep: {time.perf_counter() - started:.2f} s")
         assert sweep.problem is None, sweep.problem
         l1 = cycles_at(sweep, 4 << 10, 64 << 10)
@@ -204,9 +206,9 @@ def test_vulkan_chases_pointers_too(request):
         assert {"l1", "l2", "dram"} <= set(levels)
         # Vulkan reports no L2: from 1.5x the spec's 50 MiB (76 MiB) the screening sweep flushes.
         started = time.perf_counter()
-        screened = chase.sweep(rt, kernel, stream.working_bytes(rt), screening=True,
-                               caches=documented_caches(spec_of(rt)),
-                               flush=lambda nbytes: stream.CacheFlush(rt, device.table.STREAM, nbytes))
+        screened = runner.sweep(chase.sweep(rt, kernel, stream.working_bytes(rt), caches=documented_caches(spec_of(rt)),
+                                            flush=lambda nbytes: stream.CacheFlush(rt, device.table.stream, nbytes)),
+                                screening=True)
         screened.seconds = time.perf_counter() - started
         flushed_against_walked(screened, sweep, 6)
     finally:

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from fakes import FakeClock, FakeDevice, FakeWorkload, use_clock
+from fakes import FakeClock, FakeDevice, FakeSweep, FakeWorkload, use_clock
 from peakbench.backend import Unsupported
 from peakbench.catalog import TestSpec as Spec  # aliased: pytest would try to collect Test*
 from peakbench.catalog import Variant, default_catalog
@@ -13,6 +13,7 @@ from peakbench.harness import runner, session
 from peakbench.harness.runner import Settings, screening_variants
 from peakbench.harness.session import run_test, with_spec
 from peakbench.report.result import Result
+from peakbench.workload import Axis
 from peakbench.specs import GpuSpec, find, load_database
 
 SETTINGS = Settings(sample_s=0.002, warmup_s=0.01, min_samples=3, max_samples=5, budget_s=1.0)
@@ -52,11 +53,9 @@ def test_ok_reports_the_best_variant(clock):
 
 
 def test_a_screening_run_measures_the_named_variant_alone_without_sweeps_and_times_each_phase(clock):
-    sweep = {"x": "working_set_bytes", "y": "GB/s", "working_set_bytes": [4096], "GB/s": [1.0]}
-
     def make(test, variant):
         w = FakeWorkload(1e-6 / variant.width, clock=clock, name=variant.name)
-        w.series = lambda: sweep
+        w.series = lambda: FakeSweep(w)
         return w
 
     screening = replace(SETTINGS, screening=True)
@@ -68,7 +67,10 @@ def test_a_screening_run_measures_the_named_variant_alone_without_sweeps_and_tim
     assert set(result.params["variants"]["mid"]["seconds"]) == {"prepare", "verify", "measure"}
     assert result.elapsed_s is not None and result.elapsed_s >= 0
     full = run_test(FakeDevice(plan={"compute.fake": make}, clock=clock), named, SETTINGS, lambda line: None)
-    assert full.params["variant"] == "wide" and full.series == sweep        # the full suite: every variant
+    assert full.params["variant"] == "wide"                 # the full suite: every variant, and the series
+    # the runner measured it: 1e6 items (bytes) per 1e-6 / width GPU seconds, at each point
+    assert full.series["working_set_bytes"] == [4096, 8192]
+    assert full.series["GB/s"] == [pytest.approx(4000.0)] * 2
 
 
 def test_the_screening_variant_is_the_named_one_else_the_largest_matrix_shape_else_the_first():
@@ -82,16 +84,14 @@ def test_the_screening_variant_is_the_named_one_else_the_largest_matrix_shape_el
 
 def test_a_sweep_from_a_losing_variant_is_kept(clock):
     """The sweep is taken once per test, on one variant; the result keeps it whichever variant wins."""
-    sweep = {"x": "working_set_bytes", "y": "GB/s", "working_set_bytes": [4096], "GB/s": [1.0]}
-
     def make(test, variant):
         w = FakeWorkload(1e-6 / variant.width, clock=clock, name=variant.name)
         if variant.name == "narrow":
-            w.series = lambda: sweep
+            w.series = lambda: FakeSweep(w)
         return w
 
     result, _ = run(FakeDevice(plan={"compute.fake": make}, clock=clock))
-    assert result.params["variant"] == "wide" and result.series == sweep
+    assert result.params["variant"] == "wide" and result.series["GB/s"] == [pytest.approx(1000.0)] * 2
     assert "series" not in result.evidence
 
 
@@ -307,27 +307,27 @@ def test_a_variant_after_an_idle_gap_warms_up_again_when_warm_ups_are_shared(clo
     assert second == first, "the variant after a 2 s compile must warm up for the whole 0.3 s again"
 
 
-class SelfTimed(FakeWorkload):
-    """A workload that measures itself through the runner, continuing the device's load (as the
-    on-chip workloads do)."""
-    shares_load = True
+class Points(FakeWorkload):
+    """A workload measured at the points of an axis (as the L2's working sets), the best the value."""
+    def axis(self, spec=None):
+        return Axis("point", (1, 2))
 
-    def measure(self, settings, clock, spec=None, load=None):
-        return runner.measure_on(load, self, 1.0, "TOPS", settings, clock)
+    def at(self, point):
+        self.point = point
 
 
-def test_a_self_timed_workload_that_shares_the_load_continues_it_and_hands_it_on(clock):
+def test_a_workload_over_an_axis_continues_the_load_and_hands_it_on(clock):
     shared = Settings(sample_s=0.002, warmup_s=0.3, min_samples=3, max_samples=5, budget_s=1.0, warm_gap_s=0.5)
     load = runner.Load()
     device = FakeDevice(clock=clock, clock_mhz=1980.0,
-                        plan={"compute.other": lambda t, v: SelfTimed(1e-6, 1e6, clock=clock)})
+                        plan={"compute.other": lambda t, v: Points(1e-6, 1e6, clock=clock)})
     third = Spec("compute.third", "TOPS", "fma", "int32", (Variant("only"),))
     first = run_test(device, WIDE, shared, lambda _: None, load=load)
     clock.advance(0.3)
     timed = run_test(device, OTHER, shared, lambda _: None, load=load)
-    clock.advance(0.3)          # 0.3 + the self-timed test + 0.3 > 0.5: continued only if it ended the load
+    clock.advance(0.3)          # 0.3 + the axis test + 0.3 > 0.5: continued only if it ended the load
     after = run_test(device, third, shared, lambda _: None, load=load)
     assert first.status == timed.status == after.status == "ok"
-    assert timed.evidence["warm_up"].startswith("continued the load before")
+    assert timed.evidence["warm_up"].startswith("continued the load before") and timed.params["point"] in (1, 2)
     assert after.evidence["warm_up"].startswith("continued the load before")
     assert len(device.workloads[0].sizes) > len(device.workloads[-1].sizes) + 20   # only the first warmed up 0.3 s

@@ -18,6 +18,7 @@ import fake_hip
 from peakbench import kernels
 from peakbench.backend import Unsupported
 from peakbench.catalog import default_catalog
+from peakbench.harness import runner
 from peakbench.workloads import chase, stream
 from test_workloads import args, rt  # noqa: F401  (rt is a fixture)
 
@@ -58,7 +59,7 @@ class CachedChaser:
 
 
 def test_the_chase_is_timed_only_after_a_whole_walk_of_the_cycle():
-    sweep = chase.ChaseSweep(CachedChaser(), 256 * KIB, first_level=1, sample_s=1e-6)
+    sweep = runner.sweep(chase.ChaseSweep(CachedChaser(), 256 * KIB, first_level=1, sample_s=1e-6))
     assert sweep.problem is None
     assert sweep.latencies == pytest.approx([1.0] * len(sweep.sizes))   # no first touch was timed
 
@@ -81,10 +82,10 @@ class ClockedChaser(CachedChaser):
 
 
 def test_a_counter_that_goes_back_reports_no_cycles_and_says_why():
-    good = chase.ChaseSweep(ClockedChaser(), 256 * KIB, first_level=1, sample_s=1e-6)
+    good = runner.sweep(chase.ChaseSweep(ClockedChaser(), 256 * KIB, first_level=1, sample_s=1e-6))
     assert len(good.series()["cycles"]) == len(good.sizes) and set(good.series()["clock_mhz"]) == {2000}
     assert "counter" not in good.evidence
-    bad = chase.ChaseSweep(ClockedChaser(back_at=3), 256 * KIB, first_level=1, sample_s=1e-6)
+    bad = runner.sweep(chase.ChaseSweep(ClockedChaser(back_at=3), 256 * KIB, first_level=1, sample_s=1e-6))
     assert bad.cycles == [] and "cycles" not in bad.series()
     assert bad.evidence["counter"].endswith("no cycles reported") and "the core's counter moved -" in bad.evidence["counter"]
 
@@ -181,13 +182,13 @@ POINTER = chase.ChaseKernel("mem.cu", "chase", clock_word=2, path="pointer", poi
 def test_the_chase_sweep_walks_every_working_set_and_checks_where_it_ends(rt):
     rt.fake.kernels["chase"] = chase_player()
     rt.fake.elapsed_ms = lambda launch: chase_time(launch)
-    sweep = chase.ChaseSweep(chase.Chaser(rt, INDEX), 256 * 1024, first_level=1)
+    sweep = runner.sweep(chase.ChaseSweep(chase.Chaser(rt, INDEX), 256 * 1024, first_level=1))
     assert sweep.problem is None and sweep.evidence["chase"] == "index"
     assert sweep.sizes == chase.working_sets(256 * KIB)
     assert sweep.latencies == pytest.approx([100.0] * len(sweep.sizes))
     assert sweep.cycles == []                 # HIP: no cycle counter is trusted
     rt.fake.kernels["chase"] = chase_player(off_by_one=True)
-    broken = chase.ChaseSweep(chase.Chaser(rt, INDEX), 8192, first_level=1)
+    broken = runner.sweep(chase.ChaseSweep(chase.Chaser(rt, INDEX), 8192, first_level=1))
     assert "the chase ended at" in broken.problem
 
 
@@ -195,14 +196,14 @@ def test_the_pointer_chase_follows_the_addresses_the_link_kernel_wrote(rt):
     rt.fake.kernels["chase"] = chase_player(pointer=True)
     rt.fake.kernels["chase_link"] = link_player
     rt.fake.elapsed_ms = lambda launch: chase_time(launch)
-    sweep = chase.ChaseSweep(chase.Chaser(rt, POINTER), 64 * KIB, first_level=1)
+    sweep = runner.sweep(chase.ChaseSweep(chase.Chaser(rt, POINTER), 64 * KIB, first_level=1))
     assert sweep.problem is None and sweep.evidence["chase"] == "pointer"
     chases = [launch for launch in rt.fake.launches if launch["function"] == "chase"]
     assert chases and all("-DPOINTER=1" in launch["options"] for launch in chases)
     # Without the link kernel the buffer holds word indices, not addresses: the chase goes wrong.
     rt.fake.kernels["chase_link"] = lambda fake, launch: None
     with pytest.raises(Exception, match="not an address"):          # the runtime reports the launch failed
-        chase.ChaseSweep(chase.Chaser(rt, POINTER), 8192, first_level=1)
+        runner.sweep(chase.ChaseSweep(chase.Chaser(rt, POINTER), 8192, first_level=1))
 
 
 def test_the_table_of_cuda_and_hip_runs_the_pointer_chase_once_it_names_its_link(rt):
@@ -224,8 +225,8 @@ def test_a_level_the_sweep_did_not_find_is_unsupported_with_the_plateaus_in_word
     variant = CATALOG.get("latency.l2_far").variants[0]
     with pytest.raises(Unsupported, match=r"^\[hardware\] the latency sweep found no far L2 partition level "
                                           r"\(plateaus: 20 ns at 4 KiB-128 KiB, 146 ns at .*-16 MiB, 338 ns at .*\)"):
-        chase.LatencyWorkload(CATALOG.get("latency.l2_far"), variant, sweep, "p").measure(None, None)
-    l2 = chase.LatencyWorkload(CATALOG.get("latency.l2"), variant, sweep, "p").measure(None, None)
+        chase.LatencyWorkload(CATALOG.get("latency.l2_far"), variant, sweep, "p").from_sweep()
+    l2 = chase.LatencyWorkload(CATALOG.get("latency.l2"), variant, sweep, "p").from_sweep()
     assert l2.params["working_sets_bytes"][1] == 16 * MIB and l2.evidence["chase"] == "pointer"
 
 
@@ -284,8 +285,8 @@ def h200_sweep(chains, ns: list[float], screen: int | None):
     """The recorded sweep's grid replayed with latencies `ns`, as chase.sweep sets a CUDA sweep on
     the H200 up (its spec's caches; a screening sweep stops at 4 x its 50 MiB L2)."""
     chaser = PlayedChaser(dict(zip(H200_SWEEP["working_set_bytes"], ns)), chains)
-    sweep = chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, True, 50 * MIB, H200_CACHES,
-                             chase.Screen(screen) if screen else None)
+    sweep = runner.sweep(chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, True, 50 * MIB, H200_CACHES,
+                                          chase.Screen(screen) if screen else None), screening=bool(screen))
     assert sweep.problem is None and sweep.sizes == H200_SWEEP["working_set_bytes"][:len(sweep.sizes)]
     return chaser, sweep
 
@@ -314,7 +315,7 @@ def test_the_screening_sweep_of_the_recorded_h200_goes_on_and_names_what_the_ful
     assert all((a == b).all() for a, b in zip(chains[:len(full.sizes)], chains[len(full.sizes):]))
     # Every latency.* result carries what the sweep did.
     variant = CATALOG.get("latency.dram").variants[0]
-    dram = chase.LatencyWorkload(CATALOG.get("latency.dram"), variant, screened, "p").measure(None, None)
+    dram = chase.LatencyWorkload(CATALOG.get("latency.dram"), variant, screened, "p").from_sweep()
     assert dram.evidence["sweep"] == screened.evidence["sweep"]
 
 
@@ -351,8 +352,8 @@ def test_a_screening_sweep_flushes_the_caches_in_place_of_the_walk(chains, flush
     walked_chaser, walked = h200_sweep(chains, ns, 200 * MIB)
     chaser = PlayedChaser(dict(zip(H200_SWEEP["working_set_bytes"], ns)), chains)
     flush = CountingFlush(chaser)
-    sweep = chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, True, 50 * MIB, H200_CACHES,
-                             chase.Screen(200 * MIB, flush_from=flush_from), flush)
+    sweep = runner.sweep(chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, True, 50 * MIB, H200_CACHES,
+                                          chase.Screen(200 * MIB, flush_from=flush_from), lambda: flush), screening=True)
     expected = [ws for ws in sweep.sizes if ws > 128 * MIB or (flush_from and ws >= flush_from)]
     assert sweep.sizes == walked.sizes and expected and flush.at == expected == sweep.flushed and flush.closed
     assert sweep.evidence["flush"] == (f"{first}-181 MiB: a read of 200 MiB of other data through the caches"
@@ -370,8 +371,8 @@ def test_a_screening_sweep_flushes_the_caches_in_place_of_the_walk(chains, flush
 def test_an_extended_screening_sweep_walks_the_points_past_its_screen(chains):
     chaser = PlayedChaser(dict(zip(H200_SWEEP["working_set_bytes"], H200_SWEEP["ns"])), chains)
     flush = CountingFlush(chaser)
-    sweep = chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, True, 50 * MIB, H200_CACHES,
-                             chase.Screen(200 * MIB), flush)
+    sweep = runner.sweep(chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, True, 50 * MIB, H200_CACHES,
+                                          chase.Screen(200 * MIB), lambda: flush), screening=True)
     assert sweep.evidence["sweep"].startswith("screening sweep extended to 512 MiB")
     assert flush.closed and flush.at == sweep.flushed and max(sweep.flushed) <= 200 * MIB
     assert all(chaser.points[ws][0][0] == chase.WARM_LOADS // chase.ROUND for ws in sweep.sizes if ws > 200 * MIB)
@@ -379,9 +380,11 @@ def test_an_extended_screening_sweep_walks_the_points_past_its_screen(chains):
 
 def test_a_full_sweep_never_flushes(chains):
     chaser = PlayedChaser(dict(zip(H200_SWEEP["working_set_bytes"], H200_SWEEP["ns"])), chains)
-    flush = CountingFlush(chaser)
-    chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, True, 50 * MIB, H200_CACHES, None, flush)
-    assert flush.at == [] and flush.closed
+    flush, made = CountingFlush(chaser), []
+    sweep = chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, True, 50 * MIB, H200_CACHES,
+                             chase.Screen(200 * MIB), lambda: made.append(flush) or flush)
+    runner.sweep(sweep)                     # the full suite's: the screen and its flush are not taken
+    assert flush.at == [] and made == [] and sweep.sizes == chase.working_sets(512 * MIB)
 
 
 def test_the_next_chain_is_made_before_a_points_timed_launches(chains, monkeypatch):
@@ -396,7 +399,7 @@ def test_the_next_chain_is_made_before_a_points_timed_launches(chains, monkeypat
             seen.append((self.ws, len(made)))
             return super().launch(rounds, start)
     chaser = Watching({ws: 100.0 for ws in chase.working_sets(MIB)}, chains)
-    sweep = chase.ChaseSweep(chaser, MIB, 1, chase.SWEEP_SAMPLE_S)
+    sweep = runner.sweep(chase.ChaseSweep(chaser, MIB, 1, chase.SWEEP_SAMPLE_S))
     assert made == sweep.sizes and sweep.problem is None
     for i, ws in enumerate(sweep.sizes):
         timed = [count for at, count in seen if at == ws][-3:]
@@ -407,7 +410,8 @@ def test_a_screening_sweep_without_a_far_l2_is_complete_where_the_l2_is_not_part
     # The same merged curve on a GPU with no far partition to find: DRAM by plateau order suffices.
     ns = H200_SWEEP["ns"]
     chaser = PlayedChaser(dict(zip(H200_SWEEP["working_set_bytes"], ns)), chains)
-    sweep = chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, False, 50 * MIB, None, chase.Screen(200 * MIB))
+    sweep = runner.sweep(chase.ChaseSweep(chaser, 512 * MIB, 1, chase.SWEEP_SAMPLE_S, False, 50 * MIB, None,
+                                          chase.Screen(200 * MIB)), screening=True)
     assert sweep.sizes[-1] == 189812480 and "dram" in sweep.levels()
     assert sweep.evidence["sweep"].startswith("screening sweep to 181 MiB")
 
@@ -417,7 +421,7 @@ def test_a_screening_sweep_without_a_far_l2_is_complete_where_the_l2_is_not_part
 def vulkan_sweep(rt, pointer: bool):
     kernel = chase.ChaseKernel("mem_chase.comp", "main", clock_word=1, path="p", max_rounds=rt.max_rounds,
                                pointer=pointer)
-    return chase.sweep(rt, kernel, stream.working_bytes(rt), sample_s=0.001)
+    return runner.sweep(chase.sweep(rt, kernel, stream.working_bytes(rt), sample_s=0.001))
 
 
 @pytest.mark.parametrize("pointer", [False, True], ids=["index", "pointer"])

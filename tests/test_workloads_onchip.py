@@ -14,6 +14,7 @@ from helpers import run_peakbench
 from test_workloads import rt  # noqa: F401  (a fixture: the ROCm runtime on the fake HIP)
 from peakbench.backend import Unsupported
 from peakbench.catalog import default_catalog
+from peakbench.harness import runner
 from peakbench.harness.runner import Settings
 from peakbench.runtime import Limits
 from peakbench.workloads import onchip, stream
@@ -147,7 +148,7 @@ def test_the_l2_read_measures_every_set_and_screening_the_smallest(vulkan_device
     w = vulkan_device.prepare(test, test.variants[0])
     try:
         settings = Settings(sample_s=0.001, warmup_s=0.0, min_samples=2, max_samples=2, screening=screening)
-        v = w.measure(settings, lambda: None)
+        v = runner.take(w, test, test.variants[0], settings, lambda: None, runner.Load())
         sets = onchip.l2_working_sets(v.params["l2_bytes"])
         assert [int(k) for k in v.params["working_sets"]] == (sets[:1] if screening else sets) and len(sets) > 1
     finally:
@@ -239,7 +240,7 @@ def test_the_hip_path_runs_each_kernel_as_its_contract_says(rt, name, entry):
     from peakbench import kernels
     rt.fake.kernels.update(onchip_players())
     test = CATALOG.get(name)
-    table = kernels.Table(lambda *_: None, "peakbench.rocm.matrix")
+    table = kernels.table(lambda *_: None, "peakbench.rocm.matrix")
     assert table.module(test).__name__ == "peakbench.kernels.onchip" and table.support(test, rt) is None
     w = table.workload(test, test.variants[0], rt)
     try:

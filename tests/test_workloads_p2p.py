@@ -9,6 +9,7 @@ import pytest
 
 from peakbench.backend import Unsupported
 from peakbench.catalog import transfer as catalog
+from peakbench.harness import runner
 from peakbench.harness.runner import Settings
 from peakbench.harness.session import run_test, with_spec
 from peakbench.specs import load_database, find
@@ -96,6 +97,11 @@ def test_one_gpu_is_unsupported_with_the_reason():
     assert p2p.support(2) is None
 
 
+def take(w, clock):
+    """The runner's measurement of a P2P workload (its axis of pairs)."""
+    return runner.take(w, w.test, w.variant, QUICK, clock, runner.Load())
+
+
 @pytest.mark.parametrize("name", VARIANTS)
 def test_every_pair_is_verified_measured_and_in_the_matrix(name):
     peers = FakePeers(4)
@@ -105,7 +111,7 @@ def test_every_pair_is_verified_measured_and_in_the_matrix(name):
         assert w.evidence["guards"]["iterations"] == f"bytes checked at 65536 and {NBYTES}"
         checked = {(c[1], c[2]) for c in peers.copies}
         assert checked == {(a, b) for a in range(4) for b in range(4) if a != b}
-        v = w.measure(QUICK, lambda: 1500.0)
+        v = take(w, lambda: 1500.0)
         matrix = v.evidence["p2p_matrix"][name]
         one_way = NBYTES / (MS / 1e3) / 1e9
         want = 2 * one_way if name.endswith("_bidir") else one_way
@@ -128,7 +134,8 @@ def test_bidirectional_runs_both_directions_at_once_and_counts_both():
         seconds = w.copy(w.pairs[0], 3)
         assert seconds == pytest.approx(3e-3)                 # side by side: the time of one stream
         assert sorted((c[1], c[2]) for c in peers.copies) == [(0, 1), (1, 0)]
-        assert w.items(w.pairs[0], 3) == 2 * 3 * NBYTES
+        w.at(w.pairs[0])
+        assert w.items(3) == 2 * 3 * NBYTES
     finally:
         w.close()
 
@@ -139,7 +146,7 @@ def test_pairs_without_peer_access_are_null_and_listed():
     w = workload(peers, "ce")
     try:
         assert w.verify() is None
-        v = w.measure(QUICK, lambda: None)
+        v = take(w, lambda: None)
         matrix = v.evidence["p2p_matrix"]["ce"]
         assert all(matrix[3][b] is None and matrix[b][3] is None for b in range(4))
         assert all(matrix[a][b] for a in range(3) for b in range(3) if a != b)
@@ -192,7 +199,7 @@ def test_every_variant_matrix_is_kept_in_one_runs_evidence():
     for name in ("ce", "kernel_bidir"):
         w = workload(FakePeers(2), name, rt)
         try:
-            matrices.append(w.measure(QUICK, lambda: None).evidence["p2p_matrix"])
+            matrices.append(take(w, lambda: None).evidence["p2p_matrix"])
         finally:
             w.close()
     assert matrices[0] is matrices[1] and set(matrices[0]) == {"ce", "kernel_bidir"}

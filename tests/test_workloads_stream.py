@@ -12,6 +12,7 @@ import pytest
 import fake_hip
 from peakbench import kernels
 from peakbench.catalog import default_catalog
+from peakbench.harness import runner
 from peakbench.workloads import stream
 from test_workloads import args, rt, words  # noqa: F401  (rt is a fixture)
 
@@ -139,7 +140,7 @@ def test_the_bandwidth_sweep_counts_what_its_launches_read():
         calls.append((passes, n, mask))
         assert shift == (0 if mask == 0xFFFFFFFF else 5)   # 4 workgroups: an odd step of a whole window
         return passes * n * 16 / 1e12                # 1 TB/s whatever the size
-    s = stream.bandwidth_sweep(run, blocks=4, tile=64, max_bytes=2 * MIB, sample_s=1e-6)
+    s = runner.sweep(stream.BandwidthSweep(run, blocks=4, tile=64, max_bytes=2 * MIB, sample_s=1e-6)).series()
     assert s["working_set_bytes"] == [4 * KIB << i for i in range(10)]
     assert s["GB/s"] == pytest.approx([1000.0] * 10)
     # Rotating slices wrapped at the working set up to 4 x 256 KiB; private slices (no wrap) from there.
@@ -285,7 +286,7 @@ def test_read_sweep_covers_each_working_set(vulkan_device):
     test = CATALOG.get("memory.read")
     w = vulkan_device.prepare(test, next(v for v in test.variants if v.name == "chunk"))
     try:
-        s = w.sweep(0.001)
+        s = runner.sweep(w.sweep_of(0.001)).series()
     finally:
         w.close()
     sizes = s["working_set_bytes"]

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from peakbench.catalog import Catalog, transfer as catalog
+from peakbench.harness import runner
 from peakbench.harness.runner import rate
 from peakbench.workloads import transfer
 from peakbench.workloads.transfer import HostBuffer, TransferWorkload
@@ -135,7 +136,7 @@ def test_bidir_counts_the_bytes_of_both_directions_and_runs_them_at_once():
 
 def test_the_sweep_is_a_series_of_sizes_on_the_pinned_variant_only():
     w, link = make("transfer.h2d", value_bytes=4 << 20)
-    series = w.series()
+    series = runner.sweep(w.series()).series()
     assert series["transfer_bytes"] == [64 << 10, 256 << 10, 1 << 20, 4 << 20]
     assert series["GB/s"] == pytest.approx([GBS / 1e9] * 4)
     assert {c[1] for c in link.calls} == set(series["transfer_bytes"])

@@ -1,18 +1,25 @@
-"""Warm up, calibrate, sample, stop: the one place that turns (items, GPU seconds) into a rate.
+"""Warm up, calibrate, sample, stop: the one place that measures a workload and turns (items,
+GPU seconds) into a rate.
 
 For each variant of a test: find the size whose launch takes about `sample_s` of GPU time
 (doubling from 1), keep the GPU under sustained load until `warmup_s` has passed since the test
 began (clocks ramp over hundreds of milliseconds), then take samples until at least `min_samples`
 are in and their relative deviation is under `settle`, or `max_samples`/`budget_s` is reached.
 The value of a test is its best variant's median rate.
+
+What a workload declares (peakbench/workload.py) picks the path: the points of an Axis, each
+measured so; host-timed launches; a Sweep, whose points are each calibrated and timed a few
+times, shared by the tests that read it. The screening profile (Settings.screening) is read
+here alone: one variant a test, the first points of an axis, no series, a shorter chase sweep.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from peakbench.harness.stats import Summary, median, stdrel, summarize
+from peakbench.workload import Sweep
 
 SCALE = {"TFLOPS": 1e12, "TOPS": 1e12, "GOPS": 1e9, "GB/s": 1e9}     # work per second in the unit
 PER = {"ns": 1e9, "us": 1e6}                            # the unit in a second (time per item)
@@ -52,6 +59,7 @@ class Settings:
     # The screening profile (--quick): one variant a test (screening_variants), no size sweeps
     # beside the value, and a latency sweep that stops short of the full range (workloads/chase.py).
     screening: bool = False
+    host_samples: int = 200     # host-timed launches a sample set (launch overhead), after 20 untimed
 
     @classmethod
     def full(cls) -> "Settings":
@@ -61,7 +69,7 @@ class Settings:
     @classmethod
     def quick(cls) -> "Settings":
         return cls(sample_s=0.005, warmup_s=0.3, min_samples=5, max_samples=10, budget_s=0.5,
-                   warm_gap_s=1.0, own_warmup_s=0.03, screening=True)
+                   warm_gap_s=1.0, own_warmup_s=0.03, screening=True, host_samples=50)
 
 
 def screening_variants(test, offered: tuple) -> tuple:
@@ -217,3 +225,159 @@ def measure(workload, per_item: float, unit: str, settings: Settings, started: f
     return VariantResult(getattr(workload, "name", ""), size, summarize(rates),
                          median(read) if read else None, dict(workload.params),
                          evidence, rates, timing, (t0, time.perf_counter()))
+
+
+class Failed(Exception):
+    """A measurement that found its own output wrong: the variant fails with this reason."""
+
+
+def variants(test, offered: tuple, settings: Settings) -> tuple:
+    """The variants a run measures of those offered: all, or a screening run's one."""
+    return screening_variants(test, offered) if settings.screening else tuple(offered)
+
+
+def take(workload, test, variant, settings: Settings, clock: Callable[[], float | None], load: Load,
+         spec=None, started: float | None = None) -> VariantResult:
+    """Measure one prepared variant along the path its workload declares (workload.timing,
+    axis): `load` is the device's sustained load, `started` the test's own where warm-ups are
+    not shared (Load.start)."""
+    if workload.timing == "host":
+        return host_timed(workload, test.per_item(variant), test.unit, settings)
+    if workload.timing == "sweep":
+        if not workload.sweep.taken:
+            sweep(workload.sweep, settings.screening)
+        if workload.sweep.problem:
+            raise Failed(workload.sweep.problem)
+        return workload.from_sweep(spec)
+    axis = workload.axis(spec)
+    if axis is None:
+        v = measure_on(load, workload, test.per_item(variant), test.unit, settings, clock, started)
+    else:
+        v = over_axis(workload, axis, test.per_item(variant), test.unit, settings, clock, load, started)
+    workload.observed(v)
+    return v
+
+
+def over_axis(workload, axis, per_item: float, unit: str, settings: Settings, clock, load: Load,
+              started: float | None) -> VariantResult:
+    """Each point of `axis` in order (a screening run: its first axis.screen), the workload
+    moved there (at), measured as any test, each point after the first continuing the first's
+    load (its own warm-up not repeated); or with axis.samples, calibrated, warmed up for
+    min(warmup_s, budget_s) and timed that many times. The value: the best point's result, or
+    one over the points' medians (axis.value)."""
+    points = axis.points[:axis.screen] if settings.screening and axis.screen else axis.points
+    measured, t0 = {}, time.perf_counter()
+    for point in points:
+        workload.at(point)
+        if axis.samples:
+            v = fixed_samples(workload, axis.samples, per_item, unit, settings, clock)
+        else:
+            own = settings if not measured else replace(settings, own_warmup_s=0.0)
+            v = measure_on(load, workload, per_item, unit, own, clock, started)
+            started = started or load.since
+        measured[point] = v
+    if axis.value == "best":
+        value = max(measured.values(), key=lambda v: v.summary.median if PER.get(unit) is None else -v.summary.median)
+        first = measured[points[0]]
+        if "warm_up" in first.evidence:      # how the load the points continued began
+            value.evidence.setdefault("warm_up", first.evidence["warm_up"])
+        value.params[axis.name] = next(p for p, v in measured.items() if v is value)
+    else:
+        medians = [v.summary.median for v in measured.values()]
+        read = [v.clock_mhz for v in measured.values() if v.clock_mhz]
+        value = VariantResult(getattr(workload, "name", ""), max(v.size for v in measured.values()),
+                              summarize(medians), median(read) if read else None, dict(workload.params),
+                              dict(workload.evidence), medians,
+                              [t for v in measured.values() for t in v.timing], (t0, time.perf_counter()))
+    workload.over_points(measured, value)
+    return value
+
+
+def fixed_samples(workload, count: int, per_item: float, unit: str, settings: Settings, clock) -> VariantResult:
+    """Calibrated to sample_s, warmed up for min(warmup_s, budget_s), then `count` timed launches."""
+    size, _ = calibrate(workload.run, settings)
+    warm_until = time.perf_counter() + min(settings.warmup_s, settings.budget_s)
+    while time.perf_counter() < warm_until:
+        workload.run(size)
+    rates, timing, t0 = [], [], time.perf_counter()
+    for _ in range(count):
+        wall = time.perf_counter()
+        seconds = workload.run(size)
+        timing.append((seconds, time.perf_counter() - wall))
+        rates.append(rate(workload.items(size), seconds, per_item, unit))
+    mhz = clock()
+    return VariantResult(getattr(workload, "name", ""), size, summarize(rates), mhz or None, {}, {}, rates,
+                         timing, (t0, time.perf_counter()))
+
+
+def host_timed(workload, per_item: float, unit: str, settings: Settings) -> VariantResult:
+    """20 host-timed launches untimed (the first are slower), then settings.host_samples; no
+    clock: an empty launch leaves the GPU idle."""
+    workload.host_times(20)
+    values = [rate(1, t, per_item, unit) for t in workload.host_times(settings.host_samples)]
+    return VariantResult(getattr(workload, "name", ""), 0, summarize(values), None, dict(workload.params),
+                         dict(workload.evidence), values)
+
+
+def series_of(workload, settings: Settings) -> dict | None:
+    """The test's series (workload.series()), measured where no test measured it yet; none in a
+    screening run."""
+    s = workload.series()
+    if s is None or settings.screening:
+        return None
+    if not s.taken:
+        sweep(s)
+    return s.series()
+
+
+def launch_length(run: Callable[[int], float], sample_s: float, max_size: int, per: float | None = None) -> int:
+    """The size of a launch of at least `sample_s`, its last launch (untimed) at that size:
+    calibrated, or from `per` (GPU seconds an item took at the point before) the smallest power
+    of two that reaches it, corrected once by what that launch took."""
+    if per is None:
+        return calibrate(run, Settings(sample_s=sample_s, max_size=max_size))[0]
+
+    def doubling(per_size: float) -> int:
+        size = 1
+        while size * per_size < sample_s and size < max_size:
+            size = min(max_size, 2 * size)
+        return size
+    size = doubling(per)
+    seconds = run(size)
+    if seconds <= 0:
+        raise RuntimeError(f"the GPU timer read {seconds} s for a launch of size {size}")
+    corrected = doubling(seconds / size)
+    if corrected != size:
+        run(corrected)
+    return corrected
+
+
+def sweep(s: Sweep, screening: bool = False) -> Sweep:
+    """Measure a Sweep: each stage's points in order, each moved to (at), its launch length found
+    (launch_length; with s.predict from the point before, across stages), s.timed launches timed,
+    their median's rate handed to s.after with the timing (GPU and host seconds per launch)."""
+    stages = s.stages(screening)
+    per = None
+    try:
+        for stage in stages:
+            for point in stage.points:
+                s.at(point)
+                size = launch_length(s.run, stage.sample_s, s.max_size, per if s.predict else None)
+                timing = []
+                for _ in range(s.timed):
+                    wall = time.perf_counter()
+                    timing.append((s.run(size), time.perf_counter() - wall))
+                seconds = median([g for g, _ in timing])
+                per = seconds / size
+                value = rate(s.items(size), seconds, s.per_item, s.unit)
+                s.after(point, size, value if s.digits is None else round(value, s.digits), timing)
+    except Exception as e:      # a sweep several tests share is not taken again: each says why
+        s.problem = s.problem or f"the sweep stopped: {type(e).__name__}: {e}"
+        raise
+    finally:
+        s.taken = True
+        try:
+            stages.close()
+        finally:
+            s.finish()
+    return s

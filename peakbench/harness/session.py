@@ -18,7 +18,8 @@ from peakbench.backend import Unsupported, error_text
 from peakbench.catalog import TestSpec
 from peakbench import telemetry
 from peakbench.harness import guards
-from peakbench.harness.runner import Load, Settings, VariantResult, measure_on, screening_variants
+from peakbench.harness import runner
+from peakbench.harness.runner import Load, Settings, VariantResult
 from peakbench.harness.stats import round_significant
 from peakbench.report import compare, render
 from peakbench.report.result import CATEGORIES, Output, Result, ResultFileError, Run, document, save_json
@@ -92,11 +93,11 @@ def _apply(checks: dict, name: str, found: tuple) -> str | None:
 
 def static_guards(test: TestSpec, variant, workload, device, spec, checks: dict) -> str | None:
     """The guards that read the compiled kernel and the workload's layout, before any launch."""
-    census = getattr(workload, "census", False)
+    census = workload.census
     if census is not False:
         problem = _apply(checks, "types", guards.types(test, variant, census))
-        problem = problem or _apply(checks, "work", guards.work(test, variant, census, getattr(workload, "loop_items", None)))
-        sass = workload.evidence.get("sass") if isinstance(getattr(workload, "evidence", None), dict) else None
+        problem = problem or _apply(checks, "work", guards.work(test, variant, census, workload.loop_items))
+        sass = workload.evidence.get("sass")
         if not problem and isinstance(sass, dict):    # the machine code NVIDIA's Vulkan driver made
             problem = _apply(checks, "sass", guards.sass(test, variant, workload.params, sass))
         if problem:
@@ -163,15 +164,14 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
         return Result(test.name, "failed", test.unit, reason=guards.no_kernel(test)), None
     if not offered:
         return Result(test.name, "failed", test.unit, reason="the backend offered no variant to run"), None
-    if settings.screening:
-        offered = screening_variants(test, offered)
+    offered = runner.variants(test, offered, settings)
     variants: list[VariantResult] = []
     started = None      # sustained load begins with the first variant's calibration launch
     for variant in offered:
         workload = None
         try:
             t0 = time.perf_counter()
-            workload = device.prepare(test, variant, settings, spec)
+            workload = device.prepare(test, variant, spec=spec)
             checks = workload.evidence.setdefault("guards", {})
             t1 = time.perf_counter()
             problem = static_guards(test, variant, workload, device, spec, checks) or workload.verify()
@@ -179,20 +179,16 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
                 return failed(test, variant, problem, workload.params, workload.evidence), None
             t2 = time.perf_counter()
             load = load or Load()
-            if hasattr(workload, "measure"):      # latency, launch, on-chip: the workload measures itself
-                shared = {"load": load} if getattr(workload, "shares_load", False) else {}
-                v = workload.measure(settings, device.clock_mhz, spec, **shared)
-            else:
-                # Shared warm-ups: each variant continues the load only where the GPU was busy
-                # under warm_gap_s ago; a long compile in between lets the clock fall.
-                v = measure_on(load, workload, test.per_item(variant), test.unit, settings, device.clock_mhz, started)
-                started = started or load.since       # without shared warm-ups, the test's own load
+            # Shared warm-ups: each variant continues the load only where the GPU was busy
+            # under warm_gap_s ago; a long compile in between lets the clock fall.
+            v = runner.take(workload, test, variant, settings, device.clock_mhz, load, spec, started)
+            started = started or load.since       # without shared warm-ups, the test's own load
             v.name = variant.name
             v.evidence["guards"] = checks = {**checks, **v.evidence.get("guards", {})}
             problem = measured_guards(test, v, device, spec, checks)
             if problem:
                 return failed(test, variant, problem, v.params, v.evidence), None
-            series = workload.series() if hasattr(workload, "series") and not settings.screening else None
+            series = runner.series_of(workload, settings)
             if series:
                 v.evidence["series"] = series
             # Where a variant's time went: compiling and loading, checking against the host, timing.
@@ -203,10 +199,12 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
                      f"{f', {v.clock_mhz:.0f} MHz' if v.clock_mhz else ''})")
         except Unsupported as e:
             return unsupported(test, str(e)), None
+        except runner.Failed as e:
+            return failed(test, variant, str(e), workload.params, workload.evidence), None
         except Exception as e:
             return Result(test.name, "failed", test.unit, reason=f"variant {variant.name}: {_reason(e)}"), None
         finally:
-            if workload is not None and hasattr(workload, "close"):
+            if workload is not None:
                 try:
                     workload.close()
                 except Exception:

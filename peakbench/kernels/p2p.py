@@ -88,7 +88,6 @@ class PeerCopies:
         common = {"peer_access": api["peer_access"], "streams": api["streams"], "timed": api["timed"]}
         if engine == "ce":
             return {**common, "engine": api["ce"]}
-        w = self.rt.words
         return {**common, "engine": f"p2p_copy (shaders/p2p.cu) on the destination GPU, reading the source's"
                                     f" memory through peer access, {UNROLL} 16-byte loads in flight per thread",
                 "workgroup_size": BLOCK, "workgroups": self.grid()}

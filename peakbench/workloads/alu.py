@@ -11,6 +11,7 @@ import numpy as np
 from peakbench.backend import release, release_on_failure
 from peakbench.catalog import alu_reference as ref
 from peakbench.harness import guards
+from peakbench.workload import Workload
 
 LOCAL = 256                # threads per workgroup
 WAVES = 4                  # the grid fills the device this many times over
@@ -57,7 +58,7 @@ def itemsize(dtype: str, bf16_words: bool) -> int:
     return 2 if dtype == "bf16" and bf16_words else np.dtype(ref.DTYPES[dtype]).itemsize
 
 
-class AluWorkload:
+class AluWorkload(Workload):
     """One vector-ALU variant: its kernel, input and output buffers. An item is one step of one
     accumulator chain in one thread."""
 
@@ -77,7 +78,6 @@ class AluWorkload:
         self.inp = rt.alloc(len(data))
         self.out = rt.alloc(self.threads * int(np.prod(self.out_shape)) * itemsize(test.dtype, self.bf16_words))
         rt.upload(self.inp, data)
-        w = rt.words
         self.params = {"variant": variant.name, **kernel.params, "workgroup_size": local, "workgroups": self.groups,
                        "threads": self.threads, "accumulators": test.accumulators, "unroll": variant.unroll,
                        "width": variant.width, "ops_per_step": variant.ops_per_step}

@@ -18,6 +18,7 @@ import numpy as np
 
 from peakbench.backend import release, release_on_failure
 from peakbench.harness import guards
+from peakbench.workload import Workload
 
 LOCAL = 256                # threads per workgroup
 WAVES = 4                  # the grid fills the device this many times over
@@ -78,7 +79,7 @@ def machine_code(kernel: AtomicKernel, evidence: dict) -> str | None:
     return f"the kernel's machine code has no {kernel.instruction} (its mix: {mix})"
 
 
-class AtomicWorkload:
+class AtomicWorkload(Workload):
     """One atomic test's variant (its element type): the kernel and the output buffer. An item is
     one atomic add of one thread."""
 
@@ -94,7 +95,6 @@ class AtomicWorkload:
         self.threads = self.groups * self.local
         self.words = words(test, self.threads, self.warp)
         self.out = rt.alloc(self.words * 4)
-        w = rt.words
         self.params = {"variant": variant.name, **kernel.params, "workgroup_size": self.local, "workgroups": self.groups,
                        "threads": self.threads, "unroll": variant.unroll, "space": test.space,
                        "addresses": self.words, "threads_per_address": self.threads // self.words}

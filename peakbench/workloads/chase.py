@@ -30,16 +30,17 @@ level (PERFORMANCE_ANALYSIS.md, "The latency sweep in a screening run").
 """
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from peakbench.backend import Unsupported
 from peakbench.harness.levels import documented_caches, name_levels, plateaus
-from peakbench.harness.runner import Settings, VariantResult, calibrate, rate
+from peakbench.harness.runner import VariantResult
 from peakbench.harness.stats import median, summarize
+from peakbench.workload import Stage, Sweep, Workload
 
 LINE = 128                       # chase stride in bytes: at least one cache line on every GPU here
 ROUND = 256                      # chase loads per round: the kernels' inner loop (the ROUND define)
@@ -207,149 +208,137 @@ class Screen:
         return not walked_in_full(ws, last) or (self.flush_from is not None and ws >= self.flush_from)
 
 
-class ChaseSweep:
+class ChaseSweep(Sweep):
     """One pointer chase per working set (working_sets), 4 KiB up to `max_bytes`; shared by every
-    latency.* test of a device. Each launch goes on from where the last one stopped, so a working
-    set larger than one launch's loads is still walked in full rather than its first nodes again
-    (which would stay cached). `last_cache`: the device's last cache in bytes (last_cache), which
-    bounds the untimed walks (warm_loads); None: unknown. `caches`: the documented cache sizes
-    the levels are named by (levels.name_levels). `screen`: a screening sweep, which stops at
+    latency.* test of a device and measured once by the runner (runner.sweep), in ns a load. Each
+    launch goes on from where the last one stopped, so a working set larger than one launch's
+    loads is still walked in full rather than its first nodes again (which would stay cached).
+    `last_cache`: the device's last cache in bytes (last_cache), which bounds the untimed walks
+    (warm_loads); None: unknown. `caches`: the documented cache sizes the levels are named by
+    (levels.name_levels). `screen`: the sweep a screening run takes, which stops at
     screen.max_bytes where its levels are complete there (complete) and otherwise goes on to
     `max_bytes`, those points measured as the full sweep's (sample_s); evidence["sweep"] says which."""
+    x, unit, digits, predict = "working_set_bytes", "ns", None, True
 
     def __init__(self, chaser, max_bytes: int, first_level: int, sample_s: float = SWEEP_SAMPLE_S,
                  partitioned_l2: bool = False, last_cache: int | None = None, caches: dict | None = None,
                  screen: Screen | None = None, flush=None):
-        """`flush`: a cache flush (stream.CacheFlush: `nbytes`, flush() reads them, close()) that
-        a screening sweep reads in place of the untimed walk where Screen.flushes says; the sweep
-        closes it."""
+        """`flush()`: makes a cache flush (stream.CacheFlush: `nbytes`, called it reads them,
+        close()) that a screening sweep reads in place of the untimed walk where Screen.flushes
+        says; made as the screening points begin, closed after them."""
+        super().__init__(working_sets(max_bytes), sample_s)
         self.chaser, self.first_level, self.partitioned_l2 = chaser, first_level, partitioned_l2
-        self.sample_s, self.last_cache, self.caches = sample_s, last_cache, caches
-        self.flush = flush
+        self.last_cache, self.caches, self.screen, self.make_flush = last_cache, caches, screen, flush
+        self.max_size = chaser.max_rounds
+        self.flush, self.flushed = None, []
         self.evidence = dict(getattr(chaser, "evidence", {}))     # the chase kernel's instructions
-        self.sizes, self.latencies, self.cycles, self.mhz, self.problem = [], [], [], [], None
+        self.sizes, self.latencies, self.cycles, self.mhz = [], [], [], []
         self.timing = []                 # per point, (GPU seconds, host wall seconds) of its timed launches
-        self.round_s = None              # GPU seconds a round took at the last point
-        rng = np.random.default_rng(SEED)
-        sizes = working_sets(max_bytes)
-        screened = [ws for ws in sizes if screen is None or ws <= screen.max_bytes]
-        rest = sizes[len(screened):]
-        try:
-            self.flushed = [ws for ws in screened if self.flush and screen and screen.flushes(ws, last_cache)]
-            if self.flushed:
-                self.evidence["flush"] = (f"{_kib(self.flushed[0])}-{_kib(self.flushed[-1])}: a read of"
-                                          f" {_kib(self.flush.nbytes)} of other data through the caches in place of"
-                                          f" the untimed walk")
-            self._measure_each(screened, rng, screen.sample_s if screen else sample_s, set(self.flushed))
-            self._close_flush()             # any points past the screen are walked, as the full sweep's
-            if screen and rest and screened:
-                if self.complete():
-                    self.evidence["sweep"] = f"screening sweep to {_kib(screened[-1])}, where its levels were complete"
-                else:
-                    self.evidence["sweep"] = (f"screening sweep extended to {_kib(rest[-1])}: its levels were "
-                                              f"incomplete at {_kib(screened[-1])}")
-                    self._measure_each(rest, rng, sample_s)
-        finally:
-            try:
-                chaser.release()
-            finally:
-                self._close_flush()
+        self.rng = np.random.default_rng(SEED)
+        self._chain = None               # the points of the stage being measured, and the next chain
 
-    def _close_flush(self) -> None:
-        flush, self.flush = self.flush, None
-        if flush is not None:
-            flush.close()
+    def stages(self, screening: bool = False):
+        screen = self.screen if screening else None
+        screened = [ws for ws in self.points if screen is None or ws <= screen.max_bytes]
+        rest = list(self.points[len(screened):])
+        if screen and self.make_flush:
+            self.flush = self.make_flush()
+        self.flushed = [ws for ws in screened if self.flush and screen.flushes(ws, self.last_cache)]
+        if self.flushed:
+            self.evidence["flush"] = (f"{_kib(self.flushed[0])}-{_kib(self.flushed[-1])}: a read of"
+                                      f" {_kib(self.flush.nbytes)} of other data through the caches in place of"
+                                      f" the untimed walk")
+        with self._chains(screened):
+            yield Stage(tuple(screened), screen.sample_s if screen else self.sample_s)
+        self._close_flush()             # any points past the screen are walked, as the full sweep's
+        if screen and rest and screened:
+            if self.complete():
+                self.evidence["sweep"] = f"screening sweep to {_kib(screened[-1])}, where its levels were complete"
+            else:
+                self.evidence["sweep"] = (f"screening sweep extended to {_kib(rest[-1])}: its levels were "
+                                          f"incomplete at {_kib(screened[-1])}")
+                with self._chains(rest):
+                    yield Stage(tuple(rest), self.sample_s)
 
-    def _measure_each(self, sizes: list[int], rng, sample_s: float, flushed: set = frozenset()) -> None:
-        """Measure `sizes` in order, in one chain buffer for the largest, each launch of sample_s;
-        those in `flushed` after a cache flush rather than an untimed walk. The host makes the
-        next point's chain while the GPU walks this one's (once uploaded, the host array is free;
-        chains of 128-512 MiB took 0.04-0.25 s each on a 2-core host, as long as a walk), and has made it
-        before the point's timed launches begin, so no thread competes with their launching."""
+    @contextmanager
+    def _chains(self, sizes: list[int]):
+        """One chain buffer for the largest of `sizes`. The host makes the next point's chain while
+        the GPU walks this one's (once uploaded, the host array is free; chains of 128-512 MiB took
+        0.04-0.25 s each on a 2-core host, as long as a walk), and has made it before the point's
+        timed launches begin, so no thread competes with their launching."""
         if not sizes:
+            yield
             return
-        self.sample_s = sample_s
         self.chaser.reserve(sizes[-1])
         host = np.zeros(sizes[-1] // 4, dtype=np.uint32)          # every chain's words
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chase-chain") as maker:
-            made = maker.submit(chase_chain, sizes[0], rng, host)
-            for i, ws in enumerate(sizes):
-                order, nxt = made.result()
-                self.chaser.load(nxt)
-                if i + 1 < len(sizes):
-                    made = maker.submit(chase_chain, sizes[i + 1], rng, host)
-                self.sizes.append(ws)
-                self.latencies.append(self._measure(ws, order, ws in flushed, made.result))
+            self._chain = (maker, host, sizes, maker.submit(chase_chain, sizes[0], self.rng, host))
+            try:
+                yield
+            finally:
+                self._chain = None
 
-    def _measure(self, ws: int, order: np.ndarray, flush: bool = False, untimed_done=lambda: None) -> float:
-        """One point, its chain loaded: `order` is the chain's node order. `untimed_done()` is
-        called when the untimed walk (or flush) is over, before any launch is timed."""
-        nodes, stride = len(order), LINE // 4
-        position = 0
-
-        def run(rounds: int) -> float:
-            nonlocal position
-            seconds = self.chaser.launch(rounds, int(order[position]) * stride)
-            position = (position + rounds * ROUND) % nodes
-            return seconds
-
-        # An untimed walk first: a timed load that touches a line for the first time would read
-        # DRAM whatever the working set (unwalked, DRAM latency showed from 16 MiB, inside a 60 MiB
-        # L2), and one of a line the upload left in the last cache would read it fast (warm_loads).
+    def at(self, ws: int) -> None:
+        """Working set `ws`: its chain loaded, then walked untimed, or the caches flushed where
+        the screen says. A timed load that touches a line for the first time would read DRAM
+        whatever the working set (unwalked, DRAM latency showed from 16 MiB, inside a 60 MiB
+        L2), and one of a line the upload left in the last cache would read it fast (warm_loads)."""
+        maker, host, sizes, made = self._chain
+        self.order, self.position = made.result()[0], 0
+        self.chaser.load(made.result()[1])
+        i = sizes.index(ws)
+        if i + 1 < len(sizes):
+            made = maker.submit(chase_chain, sizes[i + 1], self.rng, host)
+            self._chain = (maker, host, sizes, made)
+        flush = ws in self.flushed
         warm = 0 if flush else warm_loads(ws, self.last_cache)
         if flush:
             self.flush()
         while warm > 0:
             rounds = min(self.chaser.max_rounds, -(-warm // ROUND))
-            run(rounds)
+            self.run(rounds)
             warm -= rounds * ROUND
-        untimed_done()
-        rounds = self._length(run)       # its last launch was untimed, at the final length
-        timing = []
-        for _ in range(3):
-            wall = time.perf_counter()
-            timing.append((run(rounds), time.perf_counter() - wall))
-        self.timing.append(timing)       # for the timer guard
-        times = [g for g, _ in timing]
-        self.round_s = median(times) / rounds
+        made.result()
+
+    def run(self, rounds: int) -> float:
+        seconds = self.chaser.launch(rounds, int(self.order[self.position]) * (LINE // 4))
+        self.position = (self.position + rounds * ROUND) % len(self.order)
+        return seconds
+
+    def items(self, rounds: int) -> int:
+        return rounds * ROUND
+
+    def after(self, ws: int, rounds: int, ns: float, timing: list) -> None:
+        """The point's latency, its launches (for the timer guard), where the chase ended against
+        where its chain says, and the cycles a load from the core's own counter."""
+        self.sizes.append(ws)
+        self.latencies.append(ns)
+        self.timing.append(timing)
+        last = timing[-1][0]
         end, cycles = self.chaser.readout()
-        want = int(order[position]) * stride
+        want = int(self.order[self.position]) * (LINE // 4)
         if end != want and self.problem is None:
             self.problem = f"working set {ws} B: the chase ended at {end}, not at {want}"
-        if cycles is not None and "counter" not in self.evidence:   # from the core's own counter
-            mhz = round(cycles / times[-1] / 1e6)
+        if cycles is not None and "counter" not in self.evidence:
+            mhz = round(cycles / last / 1e6)
             if cycles > 0 and mhz > 0:
                 self.cycles.append(round(cycles / (rounds * ROUND), 1))
                 self.mhz.append(mhz)
             else:                        # a counter that stood still or went back: no cycles at all
                 self.cycles, self.mhz = [], []
                 self.evidence["counter"] = (f"working set {ws} B: the core's counter moved {cycles} in "
-                                            f"{times[-1] * 1e6:.0f} us; no cycles reported")
-        return rate(rounds * ROUND, median(times), 1, "ns")
+                                            f"{last * 1e6:.0f} us; no cycles reported")
 
-    def _length(self, run) -> int:
-        """The rounds of a launch of at least sample_s (the smallest power of two, as calibrate
-        finds it), after one untimed launch at that length. The first point calibrates; later
-        ones launch the length the last point's round time predicts and correct it from what
-        that launch took (a new level: one more launch, at the corrected length)."""
-        if self.round_s is None:
-            rounds, _ = calibrate(run, Settings(sample_s=self.sample_s, max_size=self.chaser.max_rounds))
-            run(rounds)
-            return rounds
-        rounds = self._rounds_for(self.round_s)
-        seconds = run(rounds)
-        if seconds <= 0:
-            raise RuntimeError(f"the GPU timer read {seconds} s for a launch of size {rounds}")
-        corrected = self._rounds_for(seconds / rounds)
-        if corrected != rounds:
-            run(corrected)
-        return corrected
+    def finish(self) -> None:
+        try:
+            self.chaser.release()
+        finally:
+            self._close_flush()
 
-    def _rounds_for(self, round_s: float) -> int:
-        rounds = 1
-        while rounds * round_s < self.sample_s and rounds < self.chaser.max_rounds:
-            rounds = min(self.chaser.max_rounds, 2 * rounds)
-        return rounds
+    def _close_flush(self) -> None:
+        flush, self.flush = self.flush, None
+        if flush is not None:
+            flush.close()
 
     def found(self):
         """The plateaus; where the L2 is partitioned, one of 3 points counts (the far partition's
@@ -420,45 +409,39 @@ def walked_in_full(ws: int, last: int | None) -> bool:
 
 
 def sweep(rt, kernel: ChaseKernel, max_bytes: int, sample_s: float | None = None,
-          screening: bool = False, caches: dict | None = None, flush=None) -> ChaseSweep:
-    """The latency sweep of a device, 4 KiB up to CHASE_MAX (or `max_bytes`, the stream buffer).
-    A screening run stops at screening_max where its levels are complete there, with launches of
-    SCREEN_SAMPLE_S; `sample_s`, where given, is every launch's. `caches`: the spec's documented
-    sizes (levels.documented_caches). `flush(nbytes)`: makes a cache flush of that size
-    (stream.CacheFlush), which a screening sweep that knows its last cache reads in place of the
-    untimed walk where that walk would not cover the cycle, and on NVIDIA from FLUSH_FROM times
-    the last cache (FLUSH_READ)."""
-    top, screen, flusher = min(CHASE_MAX, max_bytes), None, None
+          caches: dict | None = None, flush=None) -> ChaseSweep:
+    """The latency sweep of a device, 4 KiB up to CHASE_MAX (or `max_bytes`, the stream buffer),
+    for the runner to measure (runner.sweep). A screening run's stops at screening_max where its
+    levels are complete there, with launches of SCREEN_SAMPLE_S; `sample_s`, where given, is
+    every launch's. `caches`: the spec's documented sizes (levels.documented_caches).
+    `flush(nbytes)`: makes a cache flush of that size (stream.CacheFlush), which a screening
+    sweep that knows its last cache reads in place of the untimed walk where that walk would not
+    cover the cycle, and on NVIDIA from FLUSH_FROM times the last cache (FLUSH_READ)."""
+    top = min(CHASE_MAX, max_bytes)
     last = last_cache(rt.info, rt.limits.l2_bytes, caches)
     largest = max(last or 0, rt.limits.l2_bytes if last else 0)
-    chaser = Chaser(rt, kernel)
-    try:
-        if screening:
-            screen = Screen(min(top, screening_max(rt.info, rt.limits.l2_bytes, caches)), sample_s or SCREEN_SAMPLE_S,
-                            int(FLUSH_FROM * largest) if largest and partitioned_l2(rt.info) else None)
-            nbytes = FLUSH_READ * largest
-            # where a point of the screen flushes, and the flush fits as the chains do
-            if flush and nbytes and screen.flushes(screen.max_bytes, last) and nbytes <= top:
-                flusher = flush(nbytes)
-    except BaseException:
-        chaser.release()
-        raise
-    return ChaseSweep(chaser, top, first_level(rt.info), sample_s or SWEEP_SAMPLE_S,
+    screen = Screen(min(top, screening_max(rt.info, rt.limits.l2_bytes, caches)), sample_s or SCREEN_SAMPLE_S,
+                    int(FLUSH_FROM * largest) if largest and partitioned_l2(rt.info) else None)
+    nbytes = FLUSH_READ * largest
+    # where a point of the screen flushes, and the flush fits as the chains do
+    flusher = None
+    if flush and nbytes and screen.flushes(screen.max_bytes, last) and nbytes <= top:
+        flusher = lambda: flush(nbytes)    # noqa: E731
+    return ChaseSweep(Chaser(rt, kernel), top, first_level(rt.info), sample_s or SWEEP_SAMPLE_S,
                       partitioned_l2(rt.info), last, caches, screen, flusher)
 
 
-class LatencyWorkload:
-    """One level of the shared chase sweep, reported in ns (and cycles where the clock is known)."""
+class LatencyWorkload(Workload):
+    """One level of the shared chase sweep, reported in ns (and cycles where the clock is known):
+    read off the sweep the runner measures once per device (from_sweep)."""
+    timing = "sweep"
 
     def __init__(self, test, variant, sweep: ChaseSweep, path: str):
         self.test, self.sweep, self.name = test, sweep, variant.name
         self.params = {"stride_bytes": LINE, "path": path}
         self.evidence = {}
 
-    def verify(self) -> str | None:
-        return self.sweep.problem
-
-    def measure(self, settings, clock, spec=None) -> VariantResult:
+    def from_sweep(self, spec=None) -> VariantResult:
         found = self.sweep.found()
         levels = self.sweep.levels(spec)
         described = ", ".join(f"{p.latency_ns:.0f} ns at {_kib(p.first_bytes)}-{_kib(p.last_bytes)}" for p in found)
@@ -485,11 +468,8 @@ class LatencyWorkload:
         timing = [launch for launches, inside in zip(self.sweep.timing, on) if inside for launch in launches]
         return VariantResult(self.name, 0, summarize(points), mhz, params, evidence, points, timing)
 
-    def series(self) -> dict:
-        return self.sweep.series()
-
-    def close(self) -> None:
-        pass
+    def series(self) -> ChaseSweep:
+        return self.sweep
 
 
 def _kib(n: int) -> str:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from peakbench.harness import guards
+from peakbench.workload import Workload
 from peakbench.workloads.stream import hash32
 
 # Each type's storage, as numpy holds its raw elements (bf16 and fp8 as their bit patterns).
@@ -174,7 +175,7 @@ def compare(types: GemmTypes, got: np.ndarray, want: np.ndarray, magnitude: np.n
             f" (allowed error {allowed[i]:.3g}; {bad.size} of {got.size} sampled entries off)")
 
 
-class GemmWorkload:
+class GemmWorkload(Workload):
     """One shape of one test through a backend's GEMM object (`gemm`, named `library`). An
     item is one GEMM."""
 

@@ -9,9 +9,10 @@ import numpy as np
 
 from peakbench.backend import release
 from peakbench.catalog import matrix_reference as ref
+from peakbench.workload import Workload
 
 
-class MatrixWorkload:
+class MatrixWorkload(Workload):
     """One shape. A subclass's __init__ compiles `kernel`, sets `grid` (workgroups), `owners`
     (tile owners: subgroups, warps, warpgroups or waves, each with `accumulators` tiles) and
     calls setup(); it may override operands() (the operand encoding) and precheck(). An item is

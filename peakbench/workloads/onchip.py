@@ -12,14 +12,15 @@ one tested is in the params.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from peakbench.backend import Unsupported, release, release_on_failure
-from peakbench.harness import guards, runner
+from peakbench.harness import guards
 from peakbench.harness.stats import median
 from peakbench.workloads import stream
+from peakbench.workload import Axis, Workload
 from peakbench.workloads.chase import ROUND, SEED, ChaseKernel
 
 BLOCK = 256                 # invocations a workgroup, every kernel here
@@ -77,7 +78,7 @@ def shared_sums(data: np.ndarray, groups: int, passes: int, unroll: int) -> np.n
     return (total % (1 << 32)).astype(np.uint32).reshape(-1, 4)
 
 
-class SharedReadWorkload:
+class SharedReadWorkload(Workload):
     """memory.shared: every invocation of a resident grid reads `unroll` 16-byte vectors of
     shared memory a pass, `size` passes a launch. An item is one vector read."""
 
@@ -93,7 +94,6 @@ class SharedReadWorkload:
         self.src = rt.alloc(self.data.nbytes)
         rt.upload(self.src, self.data)
         self.dst = rt.alloc(self.threads * 16)
-        w = rt.words
         self.params = {"workgroup_size": BLOCK, "workgroups": self.groups, "access_bytes": test.access_bytes,
                        "unroll": self.unroll, "partial_sums": defines["SUMS"],
                        "shared_bytes_per_group": self.data.nbytes, "path": kernel.path,
@@ -130,7 +130,7 @@ def shared_cycle(words: int, rng) -> tuple[np.ndarray, np.ndarray]:
     return order, nxt
 
 
-class SharedChaseWorkload:
+class SharedChaseWorkload(Workload):
     """latency.shared: invocation 0 of one workgroup follows `size` * ROUND dependent loads of a
     random cycle in shared memory. An item is one load; the value is GPU time per load, and where
     the kernel reads the core's cycle counter, the cycles per load and the clock they imply (the
@@ -184,20 +184,14 @@ class SharedChaseWorkload:
             return None if end == want else f"the chase ended at index {end}, not at {want}"
         return guards.at_counts(VERIFY_COUNTS, check, "rounds", self.evidence)
 
-    shares_load = True       # its measure() continues the device's sustained load (runner.Load)
-
-    def measure(self, settings, clock, spec=None, load: runner.Load | None = None) -> runner.VariantResult:
-        """The runner's samples; with the cycle counter, the clock is its cycles over each
-        launch's GPU time, not a reading taken from outside (NVML)."""
-        self.readings = []
-        v = runner.measure_on(load or runner.Load(), self, self.test.per_item(self.variant), self.test.unit,
-                              settings, clock)
+    def observed(self, v) -> None:
+        """With the cycle counter, the clock is its cycles over each sample's GPU time, not a
+        reading taken from outside (NVML)."""
         if self.readings:
             kept = self.readings[-len(v.samples):]          # the samples' launches
             v.params["cycles"] = round(median([c for c, _ in kept]), 2)
             v.clock_mhz = round(median([m for _, m in kept]))
             v.evidence["clock_from"] = "cycle counter cycles over GPU time"
-        return v
 
     def close(self) -> None:
         release(self, self.rt.free, "next", "out")
@@ -227,7 +221,7 @@ def l2_working_sets(l2: int) -> list[int]:
     return sorted(sets)
 
 
-class L2Workload:
+class L2Workload(Workload):
     """memory.l2: the chunk read over a working set inside the L2, with loads that skip the L1,
     at each of l2_working_sets; the best is the value. An item is one vector read."""
 
@@ -288,31 +282,19 @@ class L2Workload:
             return differs(got, stream.read_sums(n, self.groups, BLOCK, "chunk", passes, shift, mask))
         return guards.at_counts(VERIFY_COUNTS, check, "passes", self.evidence)
 
-    shares_load = True       # its measure() continues the device's sustained load (runner.Load)
-
-    def measure(self, settings, clock, spec=None, load: runner.Load | None = None) -> runner.VariantResult:
-        l2, where = l2_bytes(self.rt, spec)
-        sets, load, tested, started = l2_working_sets(l2), load or runner.Load(), {}, None
-        if settings.screening:
-            # The smallest set only: it read fastest in each of 40 runs on CUDA and Vulkan (2.9-5.1%
-            # over the next), the bandwidth falling as the set spreads over the partitions
-            # (PERFORMANCE_ANALYSIS.md, "The rest of the chip, the memory hierarchy and the host link on the H200").
-            sets = sets[:1]
+    def axis(self, spec=None) -> Axis:
+        """The working sets inside the L2 (l2_working_sets), the best the value. A screening run
+        takes the smallest only: it read fastest in each of 40 runs on CUDA and Vulkan (2.9-5.1%
+        over the next), the bandwidth falling as the set spreads over the partitions
+        (PERFORMANCE_ANALYSIS.md, "The rest of the chip, the memory hierarchy and the host link on the H200")."""
+        self.l2, self.l2_from = l2_bytes(self.rt, spec)
+        sets = tuple(l2_working_sets(self.l2))
         self.source(sets[-1])          # one upload for every set: the GPU does not idle between them
-        for ws in sets:
-            self.at(ws)
-            # Each set after the first continues this kernel's load (its clock held as any test's).
-            own = settings if not tested else replace(settings, own_warmup_s=0.0)
-            v = runner.measure_on(load, self, self.test.per_item(self.variant), self.test.unit, own, clock, started)
-            started = started or load.since      # without shared warm-ups, this test's own load
-            v.params["working_set_bytes"] = ws
-            tested[ws] = v
-        best = max(tested.values(), key=lambda v: v.summary.median)
-        if "warm_up" in tested[sets[0]].evidence:      # how the load these sets continued began
-            best.evidence.setdefault("warm_up", tested[sets[0]].evidence["warm_up"])
-        best.params.update({"l2_bytes": l2, "l2_from": where,
-                            "working_sets": {str(ws): round(v.summary.median, 1) for ws, v in tested.items()}})
-        return best
+        return Axis("working_set_bytes", sets, "best", screen=1)
+
+    def over_points(self, measured: dict, value) -> None:
+        value.params.update({"l2_bytes": self.l2, "l2_from": self.l2_from,
+                             "working_sets": {str(ws): round(v.summary.median, 1) for ws, v in measured.items()}})
 
     def close(self) -> None:
         release(self, self.rt.free, "src", "dst")

@@ -28,7 +28,6 @@ matrix of GB/s (null on the diagonal) goes to evidence["p2p_matrix"][variant].
 """
 from __future__ import annotations
 
-import time
 import weakref
 from itertools import combinations, permutations
 
@@ -36,8 +35,8 @@ import numpy as np
 
 from peakbench.backend import Unsupported, release_on_failure
 from peakbench.harness import guards
-from peakbench.harness.runner import Settings, VariantResult, calibrate, rate
-from peakbench.harness.stats import median, summarize
+from peakbench.harness.stats import summarize
+from peakbench.workload import Axis, Workload
 from peakbench.workloads.transfer import SWEEP_FIRST, check_bytes, pattern
 
 ONE_GPU = ("[hardware] one GPU: transfer.p2p needs two or more (it copies between the GPUs of one"
@@ -66,7 +65,7 @@ def device_pattern(dev: int, nbytes: int) -> np.ndarray:
     return pattern(nbytes, SEED ^ (dev * 0x9E3779B1 & 0xFFFFFFFF))
 
 
-class P2pWorkload:
+class P2pWorkload(Workload):
     """One transfer.p2p variant over every pair of a backend's peers."""
 
     @release_on_failure
@@ -85,8 +84,9 @@ class P2pWorkload:
             peers.enable(a, b)
             peers.enable(b, a)
         # one job list per measurement: an ordered pair, or both directions of a pair at once
-        self.pairs = ([[(a, b), (b, a)] for a, b in linked] if self.bidir
-                      else [[(a, b)] for a, b in sorted(linked + [(b, a) for a, b in linked])])
+        self.pairs = tuple(((a, b), (b, a)) for a, b in linked) if self.bidir \
+            else tuple(((a, b),) for a, b in sorted(linked + [(b, a) for a, b in linked]))
+        self.pair = self.pairs[0]
         gpus = sorted({g for pair in linked for g in pair})
         self.buffers, self.sent = {}, {}   # GPU -> [source, destination]; the bytes its source holds
         for g in gpus:
@@ -110,8 +110,30 @@ class P2pWorkload:
     def copy(self, pair, repeat: int, nbytes: int | None = None) -> float:
         return self.peers.copy(self.jobs(pair), nbytes or self.nbytes, repeat, self.engine)
 
-    def items(self, pair, repeat: int, nbytes: int | None = None) -> int:
-        return repeat * (nbytes or self.nbytes) * len(pair)
+    def axis(self, spec=None) -> Axis:
+        """Every pair, each calibrated, warmed up and timed SAMPLES times; the value the median
+        over the pairs. The size reported is the most copies a sample of any pair took."""
+        return Axis("pair", self.pairs, "median", samples=SAMPLES)
+
+    def at(self, pair) -> None:
+        self.pair = pair
+
+    def run(self, repeat: int) -> float:
+        return self.copy(self.pair, repeat)
+
+    def items(self, repeat: int) -> int:
+        return repeat * self.nbytes * len(self.pair)
+
+    def over_points(self, measured: dict, value) -> None:
+        """Each pair's median GB/s in the N x N matrix (null where not measured)."""
+        matrix = [[None] * self.count for _ in range(self.count)]
+        for pair, v in measured.items():
+            for a, b in pair:
+                matrix[a][b] = round(v.summary.median, 3)
+        self.matrices[self.name] = matrix
+        value.samples = [round(x, 3) for x in value.samples]
+        value.summary = summarize(value.samples)
+        value.evidence.update({"p2p_matrix": self.matrices, "p2p_access": self.access})
 
     def verify(self) -> str | None:
         """Every pair's copy checked against its source GPU's bytes, at a small size and at the
@@ -129,37 +151,6 @@ class P2pWorkload:
                         return problem
             return None
         return guards.at_counts((min(SWEEP_FIRST, self.nbytes), self.nbytes), check, "bytes", self.evidence)
-
-    def measure(self, settings: Settings, clock, spec=None) -> VariantResult:
-        """Per pair: calibrated to sample_s, warmed up, the median of SAMPLES copies' GB/s. The
-        size reported is the most copies a sample of any pair took."""
-        n = self.count
-        matrix = [[None] * n for _ in range(n)]
-        values, timing, clocks, repeats = [], [], [], []
-        t0 = time.perf_counter()
-        for pair in self.pairs:
-            repeat, _ = calibrate(lambda r: self.copy(pair, r), settings)
-            repeats.append(repeat)
-            warm_until = time.perf_counter() + min(settings.warmup_s, settings.budget_s)
-            while time.perf_counter() < warm_until:
-                self.copy(pair, repeat)
-            rates = []
-            for _ in range(SAMPLES):
-                wall = time.perf_counter()
-                seconds = self.copy(pair, repeat)
-                timing.append((seconds, time.perf_counter() - wall))
-                rates.append(rate(self.items(pair, repeat), seconds, 1, "GB/s"))
-            clocks.append(clock())
-            gbs = round(median(rates), 3)
-            values.append(gbs)
-            for a, b in pair:
-                matrix[a][b] = gbs
-        self.matrices[self.name] = matrix
-        readings = [c for c in clocks if c]
-        evidence = {**self.evidence, "p2p_matrix": self.matrices,
-                    "p2p_access": self.access}
-        return VariantResult(self.name, max(repeats), summarize(values), median(readings) if readings else None,
-                             dict(self.params), evidence, values, timing, (t0, time.perf_counter()))
 
     def close(self) -> None:
         buffers, self.buffers, self.sent = getattr(self, "buffers", {}), {}, {}

@@ -25,6 +25,7 @@ import numpy as np
 
 from peakbench.backend import release, release_on_failure
 from peakbench.harness import guards
+from peakbench.workload import Workload
 
 SEEDS = 256
 LOCAL = 256                # threads per workgroup
@@ -163,7 +164,7 @@ def machine_code(kernel: SfuKernel, evidence: dict) -> str | None:
     return f"the kernel's machine code has no {kernel.instruction} (its mix: {mix})"
 
 
-class SfuWorkload:
+class SfuWorkload(Workload):
     """One special function's variant: its kernel, input and output buffers. An item is one step of
     one chain in one thread: one function result."""
 
@@ -183,7 +184,6 @@ class SfuWorkload:
         self.inp = rt.alloc(len(data))
         self.out = rt.alloc(self.threads * self.accumulators * 4)
         rt.upload(self.inp, data)
-        w = rt.words
         self.params = {"variant": variant.name, **kernel.params, "workgroup_size": local, "workgroups": self.groups,
                        "threads": self.threads, "accumulators": self.accumulators, "unroll": variant.unroll,
                        "counted": "1 op per function result (the FMA of each step is not counted)"}

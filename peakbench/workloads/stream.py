@@ -12,8 +12,7 @@ import numpy as np
 
 from peakbench.backend import release, release_on_failure
 from peakbench.harness import guards
-from peakbench.harness.runner import Settings, calibrate, rate
-from peakbench.harness.stats import median
+from peakbench.workload import Sweep, Workload
 from peakbench.workloads.chase import FIRST_BYTES, SWEEP_SAMPLE_S
 
 
@@ -178,25 +177,32 @@ def sweep_point(ws: int, blocks: int, tile: int) -> tuple[int, int, int]:
     return blocks * sweep_span(ws, blocks, tile), ws // 16 - 1, sweep_shift(blocks)
 
 
-def bandwidth_sweep(run: Callable[[int, int, int, int], float], blocks: int, tile: int, max_bytes: int,
-                    sample_s: float = SWEEP_SAMPLE_S, per_item: int = 16) -> dict:
+class BandwidthSweep(Sweep):
     """Read bandwidth over working sets of 4 KiB to `max_bytes`, on the chunk read kernel:
     `run(passes, n_vec, mask, shift)` has `blocks` workgroups read n_vec / blocks vectors each per
     pass, laid out by sweep_point, so the rate is that of the level the working set fits in.
     Below blocks * tile vectors (16.5 MiB on 132 SMs) the slices overlap (several workgroups read
     each in a pass): those sizes are inside the caches. `per_item`: the bytes of one vector read."""
-    sizes, rates = [], []
-    ws = FIRST_BYTES
-    while ws <= max_bytes:
-        n, mask, shift = sweep_point(ws, blocks, tile)
-        passes, _ = calibrate(lambda p: run(p, n, mask, shift), Settings(sample_s=sample_s))
-        seconds = median([run(passes, n, mask, shift) for _ in range(3)])
-        sizes.append(ws)
-        rates.append(round(rate(passes * n, seconds, per_item, "GB/s"), 2))
-        ws *= 2
-    return {"x": "working_set_bytes", "y": "GB/s", "working_set_bytes": sizes, "GB/s": rates}
+    x, unit = "working_set_bytes", "GB/s"
 
+    def __init__(self, run: Callable[[int, int, int, int], float], blocks: int, tile: int, max_bytes: int,
+                 sample_s: float = SWEEP_SAMPLE_S, per_item: int = 16):
+        sizes, ws = [], FIRST_BYTES
+        while ws <= max_bytes:
+            sizes.append(ws)
+            ws *= 2
+        super().__init__(sizes, sample_s)
+        self.read, self.blocks, self.tile, self.per_item = run, blocks, tile, per_item
+        self.point = (0, 0xFFFFFFFF, 0)
 
+    def at(self, ws: int) -> None:
+        self.point = sweep_point(ws, self.blocks, self.tile)
+
+    def run(self, passes: int) -> float:
+        return self.read(passes, *self.point)
+
+    def items(self, passes: int) -> int:
+        return passes * self.point[0]
 
 
 @dataclass(frozen=True)
@@ -281,7 +287,7 @@ LAYOUT_TEXT = {
 }
 
 
-class StreamWorkload:
+class StreamWorkload(Workload):
     """memory.read / write / copy on one large buffer pair, filled with random-looking data.
 
     The chunk and stride reads are a grid resident all at once (READ_BLOCKS_PER_UNIT workgroups
@@ -433,15 +439,15 @@ class StreamWorkload:
                 f" {self.threads} reading threads depend on what the destination held before"
                 f" (the first in vectors {first} to {first + span - 1})")
 
-    def series(self) -> dict | None:
+    def series(self) -> BandwidthSweep | None:
         """The read sweep, once per test, on the chunk variant."""
-        return self.sweep(SWEEP_SAMPLE_S) if self.layout == "chunk" else None
+        return self.sweep_of(SWEEP_SAMPLE_S) if self.layout == "chunk" else None
 
-    def sweep(self, sample_s: float) -> dict:
+    def sweep_of(self, sample_s: float) -> BandwidthSweep:
         if self.layout != "chunk":
             raise ValueError(f"the bandwidth sweep runs on the chunk read, not {self.layout}")
-        return bandwidth_sweep(self.run, self.resident, self.tile, self.n_vec * 16, sample_s,
-                               self.test.per_item(self.variant))
+        return BandwidthSweep(self.run, self.resident, self.tile, self.n_vec * 16, sample_s,
+                              self.test.per_item(self.variant))
 
     def close(self) -> None:
         release(self, self.rt.free, "src", "dst")

@@ -36,8 +36,7 @@ import numpy as np
 from peakbench.backend import release, release_on_failure
 from peakbench.catalog.memory import STREAM_UNROLL
 from peakbench.harness import guards
-from peakbench.harness.runner import Settings, calibrate, rate
-from peakbench.harness.stats import median
+from peakbench.workload import Sweep, Workload
 from peakbench.workloads import stream
 
 VALUE_BYTES = 256 << 20          # large enough that a copy's fixed cost (a few us) is under 0.1%
@@ -128,7 +127,25 @@ class Lane:
     data: np.ndarray
 
 
-class TransferWorkload:
+class TransferSweep(Sweep):
+    """A transfer workload's copies over sweep_sizes, `repeat` copies a launch."""
+    x, unit, digits = "transfer_bytes", "GB/s", 3
+
+    def __init__(self, workload, sample_s: float):
+        super().__init__(sweep_sizes(workload.nbytes), sample_s)
+        self.workload, self.nbytes = workload, workload.nbytes
+
+    def at(self, nbytes: int) -> None:
+        self.nbytes = nbytes
+
+    def run(self, repeat: int) -> float:
+        return self.workload.run(repeat, self.nbytes)
+
+    def items(self, repeat: int) -> int:
+        return self.workload.items(repeat, self.nbytes)
+
+
+class TransferWorkload(Workload):
     """One transfer test and variant (`pinned`, `pageable`) over a link."""
 
     @release_on_failure
@@ -180,17 +197,12 @@ class TransferWorkload:
             return None
         return guards.at_counts((min(SWEEP_FIRST, self.nbytes), self.nbytes), check, "bytes", self.evidence)
 
-    def series(self) -> dict | None:
+    def series(self) -> TransferSweep | None:
         """GB/s over transfer sizes, once per test, on the pinned variant."""
-        return self.sweep(SWEEP_SAMPLE_S) if self.kind == "pinned" else None
+        return self.sweep_of(SWEEP_SAMPLE_S) if self.kind == "pinned" else None
 
-    def sweep(self, sample_s: float) -> dict:
-        sizes, rates = sweep_sizes(self.nbytes), []
-        for n in sizes:
-            repeat, _ = calibrate(lambda r: self.run(r, n), Settings(sample_s=sample_s))
-            seconds = median([self.run(repeat, n) for _ in range(3)])
-            rates.append(round(rate(self.items(repeat, n), seconds, 1, "GB/s"), 3))
-        return {"x": "transfer_bytes", "y": "GB/s", "transfer_bytes": sizes, "GB/s": rates}
+    def sweep_of(self, sample_s: float) -> TransferSweep:
+        return TransferSweep(self, sample_s)
 
     def close(self) -> None:
         lanes, self.lanes = self.lanes, []
@@ -201,7 +213,7 @@ class TransferWorkload:
         self.link.close()
 
 
-class MappedReadWorkload:
+class MappedReadWorkload(Workload):
     """transfer.h2d `mapped`: the stream read kernel (workloads/stream.py, chunk layout, a grid
     resident at once) reading host memory the device maps, so the GPU's own loads cross the link
     rather than a copy engine. An item is one byte read; `size` is passes over the buffer."""
@@ -219,7 +231,6 @@ class MappedReadWorkload:
         self.host.array[:] = stream.filled(self.n_vec).view(np.uint8).reshape(-1)
         self.kernel = stream.chunk_reader(rt, link.stream, STREAM_UNROLL, f"{test.name} mapped")
         self.out = rt.alloc(self.resident * stream.STREAM_BLOCK * 16)
-        w = rt.words
         self.params = {**link.describe(self.kind), "transfer_bytes": self.nbytes, "directions": ["h2d"],
                        "bytes_counted": "read by the kernel",
                        "engine": f"the stream read kernel (chunk layout, {STREAM_UNROLL} 16-byte loads in flight"
