@@ -126,10 +126,11 @@ def test_an_fp16_kernel_under_the_fp8_label_is_never_ok(tmp_path, monkeypatch):
     from peakbench.catalog import default_catalog
     from peakbench.vulkan import capabilities
     fp16 = default_catalog().get("compute.fp16")
-    support, alu_kernel = capabilities.support, capabilities.alu_kernel
-    monkeypatch.setattr(capabilities, "support", lambda test, rt: None if test.name == "compute.fp8_e4m3" else support(test, rt))
-    monkeypatch.setattr(capabilities, "variants", lambda test, rt: fp16.variants)
-    monkeypatch.setattr(capabilities, "alu_kernel", lambda test, v, rt: alu_kernel(fp16, v, rt))
+    table = capabilities.TABLE
+    support, variants, alu_kernel = table.support, table.variants, table.alu_kernel
+    monkeypatch.setattr(table, "support", lambda test, rt: None if test.name == "compute.fp8_e4m3" else support(test, rt))
+    monkeypatch.setattr(table, "variants", lambda test, rt: fp16.variants if test.name == "compute.fp8_e4m3" else variants(test, rt))
+    monkeypatch.setattr(table, "alu_kernel", lambda test, v, rt: alu_kernel(fp16, v, rt))
     r = run_inprocess(tmp_path, monkeypatch, "compute.fp8_e4m3")
     assert_caught(r["compute.fp8_e4m3"], "types", "no native kernel")
 

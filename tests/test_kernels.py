@@ -24,7 +24,7 @@ def test_the_table_routes_each_family_to_the_backends_rule_or_matrix_module(monk
     matrix.variants = lambda test, rt: ("a shape",)
     matrix.workload = lambda test, variant, rt: ("workload", test.name, variant, rt)
     monkeypatch.setitem(sys.modules, "fake_matrix", matrix)
-    table = kernels.Table(lambda test, rt: None if test.dtype == "fp32" else "[hardware] no vector path", "fake_matrix")
+    table = kernels.table(lambda test, rt: None if test.dtype == "fp32" else "[hardware] no vector path", "fake_matrix")
     fp16_matrix = CATALOG.get("matrix.fp16.fp32")
     assert table.support(CATALOG.get("compute.fp32"), "gpu") is None
     assert table.support(CATALOG.get("compute.fp16"), "gpu") == "[hardware] no vector path"
@@ -33,7 +33,7 @@ def test_the_table_routes_each_family_to_the_backends_rule_or_matrix_module(monk
     assert table.variants(fp16_matrix, "gpu") == ("a shape",)
     assert table.variants(CATALOG.get("memory.read"), "gpu") == CATALOG.get("memory.read").variants
     assert table.matrix_workload(fp16_matrix, "v", "gpu") == ("workload", "matrix.fp16.fp32", "v", "gpu")
-    assert table.STREAM.source == "mem.cu" and table.EMPTY == ("mem.cu", "empty")
+    assert table.stream.source == "mem.cu" and table.empty == ("mem.cu", "empty")
 
 
 def test_int64_is_long_long_and_its_evidence_says_how_it_is_emulated():
@@ -47,7 +47,7 @@ def test_int64_is_long_long_and_its_evidence_says_how_it_is_emulated():
 
 
 def test_the_sfu_and_atomic_families_have_modules_of_their_own():
-    table = kernels.Table(lambda test, rt: "[hardware] not this one", "fake_matrix")
+    table = kernels.table(lambda test, rt: "[hardware] not this one", "fake_matrix")
     rt = types.SimpleNamespace(dialect="cuda", arch="sm_90a")
     for name in ("sfu.rcp", "sfu.sin", "atomic.global_add", "atomic.shared_add"):
         test = CATALOG.get(name)

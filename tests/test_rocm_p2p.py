@@ -236,7 +236,7 @@ def test_the_table_names_the_module():
 
 def test_vulkan_reports_no_peer_copy():
     from peakbench.vulkan import capabilities
-    reason = capabilities.support(TEST, rt=None)
+    reason = capabilities.TABLE.support(TEST, rt=None)
     assert reason.startswith("[api] Vulkan has no peer-to-peer copy between devices")
 
 

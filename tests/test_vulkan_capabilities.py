@@ -11,9 +11,9 @@ def test_the_rows_read_is_offered_only_with_subgroup_arithmetic(shaders):
     _, workloads = shaders
     test = CATALOG.get("memory.read")
     without = SimpleNamespace(caps=SimpleNamespace(subgroup_arithmetic=False))
-    assert [v.name for v in workloads.variants(test, without)] == ["chunk", "stride"]
+    assert [v.name for v in workloads.TABLE.variants(test, without)] == ["chunk", "stride"]
     with_it = SimpleNamespace(caps=SimpleNamespace(subgroup_arithmetic=True))
-    assert [v.name for v in workloads.variants(test, with_it)] == ["rows", "chunk", "stride"]
+    assert [v.name for v in workloads.TABLE.variants(test, with_it)] == ["rows", "chunk", "stride"]
 
 
 def test_int64_needs_shader_int64_and_runs_the_fma_shader_on_int64_t(shaders):
@@ -21,7 +21,7 @@ def test_int64_needs_shader_int64_and_runs_the_fma_shader_on_int64_t(shaders):
     _, workloads = shaders
     test = CATALOG.get("compute.int64")
     caps = SimpleNamespace(extensions=set(), has=lambda f: f != "shaderInt64")
-    reason = workloads.support(test, SimpleNamespace(caps=caps, driver_label="Mesa X"))
+    reason = workloads.TABLE.support(test, SimpleNamespace(caps=caps, driver_label="Mesa X"))
     assert reason == "[driver] Mesa X does not support shaderInt64"
     shader, settings = workloads.kernel_source(test, test.variants[1])
     assert shader == "alu_fma.comp" and settings["T"] == "i64vec2" and settings["IS_FLOAT"] == 0
@@ -46,4 +46,4 @@ def test_float_atomics_say_why_they_are_missing(shaders):
 
 def workloads_variants(shaders, test, rt):
     _, workloads = shaders
-    return workloads.variants(test, rt)
+    return workloads.TABLE.variants(test, rt)

@@ -529,9 +529,9 @@ def test_through_the_device_a_planted_mismatch_fails_with_the_sass_guards_reason
     monkeypatch.setattr(vk, "vkCreateComputePipelines", lambda *a: (real(*a), driver.write(*(writes.pop(0) if writes else [])))[0])
     monkeypatch.setattr(VulkanDevice, "_statistics", lambda self, handle, label: {})
     info, caps = vulkan_backend._probed[0]
-    device = Device(VulkanRuntime(VulkanDevice(vulkan_backend._physical[0], H200, caps, cache)), capabilities)
+    device = Device(VulkanRuntime(VulkanDevice(vulkan_backend._physical[0], H200, caps, cache)), capabilities.TABLE)
     test = default_catalog().get("compute.fp32")
-    monkeypatch.setattr(capabilities, "variants", lambda t, rt: t.variants[:1])
+    monkeypatch.setattr(capabilities.TABLE, "variants", lambda t, rt: t.variants[:1])
     try:
         r = session.run_test(device, test, Settings.quick(), lambda line: None)
     finally:

@@ -39,5 +39,5 @@ def alu_support(test: TestSpec, rt) -> str | None:
 
 
 # The device table the workloads read (peakbench/workloads/__init__.py).
-TABLE = kernels.Table(alu_support, "peakbench.cuda.tensor",
+TABLE = kernels.table(alu_support, "peakbench.cuda.tensor",
                       {"transfer": "peakbench.cuda.transfer", "gemm": "peakbench.cuda.gemm", "p2p": "peakbench.cuda.p2p"})

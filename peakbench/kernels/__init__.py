@@ -1,15 +1,14 @@
 """The CUDA-dialect kernels of shaders/*.cu, which CUDA (NVRTC) and HIP (hiprtc) compile from one
 source (their thin dialect layer picks HIP's names under __HIP_PLATFORM_AMD__): the defines and
-element types each family takes, and the capability table both backends build from their rules."""
+element types each family takes, and the capability table both backends build from their rules (table)."""
 from __future__ import annotations
-
-import importlib
 
 from peakbench.catalog import Variant
 from peakbench.catalog.compute import fma
 from peakbench.workloads.alu import AluKernel
 from peakbench.workloads.chase import ChaseKernel
 from peakbench.workloads.stream import StreamKernel
+from peakbench.workloads.table import CapabilityTable
 
 # Per element type: the C type one instruction works on, and the lanes it holds.
 ELEMENTS = {"fp64": ("double", 1), "fp32": ("float", 1), "fp16": ("__half2", 2), "bf16": ("bfloat162", 2),
@@ -58,48 +57,12 @@ MODULES = {"shared": "peakbench.kernels.onchip", "l2": "peakbench.kernels.onchip
            "sfu": "peakbench.kernels.sfu", "atomic": "peakbench.kernels.atomic"}
 
 
-class Table:
-    """The capability table (what peakbench.workloads.Device reads) of a backend that runs these
-    kernels: the backend's vector-ALU rule `alu_support(test, rt)`, its matrix module, and the
-    modules of the other kernel families (MODULES and the backend's own, e.g. its host transfers
-    and vendor GEMM), each named here and imported when first asked (it may import the backend's
-    table). A module has support(test, rt), workload(test, variant, rt) and, where it offers
-    other variants than the catalog's, variants(test, rt). The memory, latency and launch kernels
-    run everywhere."""
-    STREAM, EMPTY, LAUNCH_PARAMS = STREAM, EMPTY, LAUNCH_PARAMS
-    alu_kernel = staticmethod(alu_kernel)
-    chase_kernel = staticmethod(chase_kernel)
-
-    def __init__(self, alu_support, matrix: str, modules: dict[str, str] | None = None):
-        self.alu_support, self.matrix_module = alu_support, matrix
-        self.modules = {**MODULES, **(modules or {})}
-
-    def matrix(self):
-        return importlib.import_module(self.matrix_module)
-
-    def module(self, test):
-        """The module of a test's kernel family, or None for the families this table runs itself."""
-        name = self.modules.get(test.kernel)
-        return importlib.import_module(name) if name else None
-
-    def support(self, test, rt) -> str | None:
-        if test.family == "compute":
-            return self.alu_support(test, rt)
-        if test.family == "matrix":
-            return self.matrix().support(test, rt)
-        module = self.module(test)
-        return module.support(test, rt) if module else None
-
-    def variants(self, test, rt) -> tuple[Variant, ...]:
-        if test.family == "matrix":
-            return self.matrix().variants(test, rt)
-        module = self.module(test)
-        if module and hasattr(module, "variants"):
-            return module.variants(test, rt)
-        return variants(test)
-
-    def matrix_workload(self, test, variant: Variant, rt):
-        return self.matrix().workload(test, variant, rt)
-
-    def workload(self, test, variant: Variant, rt):
-        return self.module(test).workload(test, variant, rt)
+def table(alu_support, matrix: str, modules: dict[str, str] | None = None) -> CapabilityTable:
+    """The capability table of a backend that runs these kernels: its vector-ALU rule
+    `alu_support(test, rt)`, its matrix module, and the modules of the other kernel families
+    (MODULES and the backend's own, e.g. its host transfers and vendor GEMM). The memory, latency
+    and launch kernels run everywhere."""
+    return CapabilityTable(alu_support=alu_support, alu_kernel=alu_kernel, matrix=matrix,
+                           modules={**MODULES, **(modules or {})}, stream=STREAM, empty=EMPTY,
+                           launch_params=LAUNCH_PARAMS, chase_kernel=chase_kernel,
+                           variants_of=lambda test, rt: variants(test))

@@ -6,5 +6,5 @@ from __future__ import annotations
 from peakbench import kernels
 from peakbench.rocm.targets import alu_support
 
-TABLE = kernels.Table(alu_support, "peakbench.rocm.matrix",
+TABLE = kernels.table(alu_support, "peakbench.rocm.matrix",
                       {"transfer": "peakbench.rocm.transfer", "gemm": "peakbench.rocm.gemm", "p2p": "peakbench.rocm.p2p"})

@@ -2,16 +2,14 @@
 and the kernel each family runs here (the workloads themselves are peakbench/workloads/)."""
 from __future__ import annotations
 
-import importlib
-
 from peakbench.backend import Unsupported
 from peakbench.catalog import TestSpec, Variant
 from peakbench.catalog import alu_reference as ref
-from peakbench.vulkan import coopmat
-from peakbench.vulkan.kernels import CHASE_PATH, EMPTY, LAUNCH_PARAMS, STREAM  # noqa: F401  (the table's kernels)
+from peakbench.vulkan.kernels import CHASE_PATH, EMPTY, LAUNCH_PARAMS, STREAM
 from peakbench.vulkan.probe import EXT_BFLOAT16, EXT_FLOAT8
 from peakbench.workloads.alu import AluKernel
 from peakbench.workloads.chase import ChaseKernel
+from peakbench.workloads.table import CapabilityTable
 
 # Stream layouts whose shader reduces with subgroup arithmetic (mem_stream.comp, LAYOUT 2).
 SUBGROUP_LAYOUTS = ("rows",)
@@ -46,37 +44,31 @@ NO_KERNEL = {
     "fp4": "[api] Vulkan and SPIR-V have no 4-bit float type",
 }
 # Kernel families with a module of their own, by the test's `kernel` (each module: support(test,
-# rt), workload(test, variant, rt), optionally variants(test, rt)).
+# rt), workload(test, variant, rt), optionally variants(test, rt)); the matrix tests' is coopmat.
 MODULES = {"shared": "peakbench.vulkan.onchip", "l2": "peakbench.vulkan.onchip",
            "transfer": "peakbench.vulkan.transfer", "sfu": "peakbench.vulkan.sfu",
            "atomic": "peakbench.vulkan.atomic"}
 NO_GEMM = "[api] Vulkan has no vendor GEMM library (cuBLASLt and hipBLASLt are CUDA and HIP only)"
 
 
-def module(test: TestSpec):
-    """The module of a test's kernel family, or None for the families this table runs itself."""
-    name = MODULES.get(test.kernel)
-    return importlib.import_module(name) if name else None
-
-
 NO_SPARSE = ("[api] Vulkan has no sparse cooperative matrix: VK_KHR_cooperative_matrix and "
              "VK_NV_cooperative_matrix2 multiply dense operands only (no 2:4 metadata operand)")
+NO_P2P = ("[api] Vulkan has no peer-to-peer copy between devices (a copy between two VkDevices"
+          " goes through host memory; device groups are not used here)")
 
 
-def support(test: TestSpec, rt) -> str | None:
+def refuse(test: TestSpec, rt) -> str | None:
+    """The families Vulkan has no path for at all."""
     if test.family == "matrix" and getattr(test, "sparse", False):
         return NO_SPARSE
-    if test.family == "matrix":
-        return coopmat.support(test, rt)
     if test.family == "gemm":
         return NO_GEMM
     if test.kernel == "p2p":
-        return ("[api] Vulkan has no peer-to-peer copy between devices (a copy between two VkDevices"
-                " goes through host memory; device groups are not used here)")
-    if module(test):
-        return module(test).support(test, rt)
-    if test.family in ("memory", "latency", "launch"):
-        return None
+        return NO_P2P
+    return None
+
+
+def alu_support(test: TestSpec, rt) -> str | None:
     caps, driver = rt.caps, rt.driver_label
     if not test.kernel:
         have = " (exposed here)" if EXT_FLOAT8 in caps.extensions else f" (not exposed by {driver})"
@@ -109,23 +101,11 @@ def alu_kernel(test: TestSpec, variant: Variant, rt) -> AluKernel:
 
 
 def variants(test: TestSpec, rt) -> tuple[Variant, ...]:
-    """The catalog's variants (less the stream layouts that reduce with subgroup arithmetic
-    where it is missing), or for matrix tests the shapes this driver reports."""
-    if test.family == "matrix":
-        return coopmat.variants(test, rt)
-    if module(test) and hasattr(module(test), "variants"):
-        return module(test).variants(test, rt)
+    """The catalog's variants, less the stream layouts that reduce with subgroup arithmetic
+    where it is missing."""
     if test.kernel == "stream" and not rt.caps.subgroup_arithmetic:
         return tuple(v for v in test.variants if v.name not in SUBGROUP_LAYOUTS)
     return test.variants
-
-
-def matrix_workload(test: TestSpec, variant: Variant, rt):
-    return coopmat.MatrixWorkload(test, variant, rt)
-
-
-def workload(test: TestSpec, variant: Variant, rt):
-    return module(test).workload(test, variant, rt)
 
 
 def chase_kernel(rt) -> ChaseKernel:
@@ -136,3 +116,7 @@ def chase_kernel(rt) -> ChaseKernel:
                        pointer=pointer)
 
 
+# The device table the workloads read (peakbench/workloads/__init__.py).
+TABLE = CapabilityTable(alu_support=alu_support, alu_kernel=alu_kernel, matrix="peakbench.vulkan.coopmat",
+                        modules=MODULES, stream=STREAM, empty=EMPTY, launch_params=LAUNCH_PARAMS,
+                        chase_kernel=chase_kernel, refuse=refuse, variants_of=variants)

@@ -219,3 +219,7 @@ class MatrixWorkload(shared.MatrixWorkload):
                        "tile_owners": self.owners, "scope": variant.scope, "accumulators": self.accumulators,
                        "unroll": variant.unroll, "ops_per_step": variant.ops_per_step}
         self.evidence = {"driver_shapes": [s.describe() for s in rt.caps.coopmat_shapes], **rt.evidence(self.kernel)}
+
+
+def workload(test: TestSpec, variant: Variant, rt) -> MatrixWorkload:
+    return MatrixWorkload(test, variant, rt)

@@ -55,7 +55,7 @@ class VulkanBackend:
         from peakbench.vulkan.runtime import VulkanRuntime
         from peakbench.workloads import Device
         info, caps = self._probed[index]
-        return Device(VulkanRuntime(VulkanDevice(self._physical[index], info, caps, self.cache)), capabilities)
+        return Device(VulkanRuntime(VulkanDevice(self._physical[index], info, caps, self.cache)), capabilities.TABLE)
 
     def close(self) -> None:
         if getattr(self, "instance", None) is not None:

@@ -1,18 +1,11 @@
 """One workload per test family, written once against peakbench/runtime.py, and the Device that
 serves them to the harness.
 
-A backend supplies a runtime and a capability table (a module, or for the backends that run
-shaders/*.cu a peakbench.kernels.Table): which tests run on a device and why not, the variants it
-offers, and per family the kernel it runs as data:
-
-    support(test, rt) -> reason | None       variants(test, rt) -> tuple[Variant]
-    alu_kernel(test, variant, rt) -> alu.AluKernel
-    matrix_workload(test, variant, rt) -> a matrix.MatrixWorkload
-    STREAM: stream.StreamKernel               chase_kernel(rt) -> chase.ChaseKernel
-    EMPTY: (source, entry)                    LAUNCH_PARAMS: dict
-    module(test) -> the module of a kernel family the table does not run itself (shared
-    memory, L2, host transfers, special functions, atomics, vendor GEMM), or None
-    workload(test, variant, rt) -> that module's workload for the test
+A backend supplies a runtime and a capability table (table.CapabilityTable, filled with the
+backend's rules and kernels as data): which tests run on a device and why not, the variants it
+offers, the kernel the ALU, stream, launch and chase workloads run there, and the modules of
+the families it runs its own way (matrix units, shared memory, L2, host transfers, special
+functions, atomics, vendor GEMM, peer copies).
 """
 from __future__ import annotations
 
@@ -34,7 +27,7 @@ class Device:
     def variants(self, test) -> tuple:
         return self.table.variants(test, self.rt)
 
-    def prepare(self, test, variant, settings=None, spec=None):
+    def prepare(self, test, variant, spec=None):
         reason = self.support(test)
         if reason:
             raise Unsupported(reason)
@@ -46,17 +39,15 @@ class Device:
         if test.family == "matrix":
             return table.matrix_workload(test, variant, rt)
         if test.family == "memory":
-            return stream.StreamWorkload(test, variant, rt, table.STREAM)
+            return stream.StreamWorkload(test, variant, rt, table.stream)
         if test.family == "latency":
             kernel = table.chase_kernel(rt)
             if self.chase_sweep is None:
-                screening = bool(settings and settings.screening)
-                self.chase_sweep = chase.sweep(rt, kernel, stream.working_bytes(rt), screening=screening,
-                                               caches=documented_caches(spec),
-                                               flush=lambda nbytes: stream.CacheFlush(rt, table.STREAM, nbytes))
+                self.chase_sweep = chase.sweep(rt, kernel, stream.working_bytes(rt), caches=documented_caches(spec),
+                                               flush=lambda nbytes: stream.CacheFlush(rt, table.stream, nbytes))
             return chase.LatencyWorkload(test, variant, self.chase_sweep, kernel.path)
         if test.family == "launch":
-            return launch.LaunchWorkload(test, variant, rt, *table.EMPTY, table.LAUNCH_PARAMS)
+            return launch.LaunchWorkload(test, variant, rt, *table.empty, table.launch_params)
         raise Unsupported(f"[api] no {rt.dialect} kernel for {test.name}")
 
     def clock_mhz(self) -> float | None:
