@@ -43,6 +43,9 @@ class TestSpec:
     # The variant --quick runs, where the first listed is not the one expected fastest ("": the
     # first; matrix tests, whose variants the device lists: the shape with the most work a step).
     screen: str = field(default="", kw_only=True)
+    # The GPU's own figure (a spec entry's field) that is this test's peak where the entry names
+    # none for it: a DRAM stream's is memory_bandwidth_gbs, whatever its mode or layout.
+    peak_from: str = field(default="", kw_only=True)
 
     @property
     def family(self) -> str:

@@ -21,7 +21,7 @@ def _stream(name: str, mode: str, description: str, layouts: tuple[tuple[str, in
     vectors, passes * tiles of them in one dispatch)."""
     return MemoryTest(name, "GB/s", "stream", mode,
                       tuple(Variant(layout, width=4, ops_per_step=16, unroll=unroll) for layout, unroll in layouts),
-                      1, description, streams=2 if mode == "copy" else 1)
+                      1, description, streams=2 if mode == "copy" else 1, peak_from="memory_bandwidth_gbs")
 
 
 def _level(name: str, description: str) -> LatencyTest:

@@ -6,6 +6,7 @@ same format (TOML or JSON, a list of `gpu` tables) adds GPUs or replaces same-na
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import math
 import os
@@ -23,6 +24,15 @@ LINK_TESTS = {"transfer.h2d": 1, "transfer.d2h": 1, "transfer.bidir": 2}
 # The GPU link's (NVLink, xGMI) the same way, from gpu_link_gbs: transfer.p2p's value is its best
 # variant, which is a bidirectional one wherever the link carries both ways at once.
 GPU_LINK_TESTS = {"transfer.p2p": 2}
+
+
+@functools.cache
+def peak_from(test: str) -> str:
+    """The spec field a catalog test's peak is derived from where its entry names none (the
+    descriptor's peak_from: memory.* streams from memory_bandwidth_gbs), else ""."""
+    from peakbench.catalog import default_catalog
+    found = next((t for t in default_catalog().tests if t.name == test), None)
+    return found.peak_from if found else ""
 
 
 def matrix_of(test: str) -> str:
@@ -52,6 +62,9 @@ class GpuSpec:
     def peak(self, test: str) -> float | None:
         if test in self.peaks:
             return self.peaks[test]
+        figure = peak_from(test)
+        if figure and _number(self.data.get(figure)):
+            return float(self.data[figure])
         if _borrows(test):
             return self.peak(matrix_of(test))
         if test in GPU_LINK_TESTS:
