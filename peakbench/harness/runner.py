@@ -222,7 +222,7 @@ def measure(workload, per_item: float, unit: str, settings: Settings, started: f
             break
     read = [c for c in clocks if c]
     evidence = {**workload.evidence, **({"warm_up": warm_up} if warm_up else {})}
-    return VariantResult(getattr(workload, "name", ""), size, summarize(rates),
+    return VariantResult(workload.name, size, summarize(rates),
                          median(read) if read else None, dict(workload.params),
                          evidence, rates, timing, (t0, time.perf_counter()))
 
@@ -285,7 +285,7 @@ def over_axis(workload, axis, per_item: float, unit: str, settings: Settings, cl
     else:
         medians = [v.summary.median for v in measured.values()]
         read = [v.clock_mhz for v in measured.values() if v.clock_mhz]
-        value = VariantResult(getattr(workload, "name", ""), max(v.size for v in measured.values()),
+        value = VariantResult(workload.name, max(v.size for v in measured.values()),
                               summarize(medians), median(read) if read else None, dict(workload.params),
                               dict(workload.evidence), medians,
                               [t for v in measured.values() for t in v.timing], (t0, time.perf_counter()))
@@ -306,7 +306,7 @@ def fixed_samples(workload, count: int, per_item: float, unit: str, settings: Se
         timing.append((seconds, time.perf_counter() - wall))
         rates.append(rate(workload.items(size), seconds, per_item, unit))
     mhz = clock()
-    return VariantResult(getattr(workload, "name", ""), size, summarize(rates), mhz or None, {}, {}, rates,
+    return VariantResult(workload.name, size, summarize(rates), mhz or None, {}, {}, rates,
                          timing, (t0, time.perf_counter()))
 
 
@@ -315,7 +315,7 @@ def host_timed(workload, per_item: float, unit: str, settings: Settings) -> Vari
     clock: an empty launch leaves the GPU idle."""
     workload.host_times(20)
     values = [rate(1, t, per_item, unit) for t in workload.host_times(settings.host_samples)]
-    return VariantResult(getattr(workload, "name", ""), 0, summarize(values), None, dict(workload.params),
+    return VariantResult(workload.name, 0, summarize(values), None, dict(workload.params),
                          dict(workload.evidence), values)
 
 
