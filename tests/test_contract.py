@@ -12,11 +12,12 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
-import fake_hip
+from test_workloads import rt  # noqa: F401  (a fixture: the ROCm runtime on the fake HIP)
 from peakbench.catalog import Variant, default_catalog
 from peakbench.report.result import CATEGORIES
 from peakbench.runtime import Limits
 from peakbench.workload import Sweep, Workload
+from peakbench.workloads import Device
 from peakbench.workloads.table import CapabilityTable
 
 CATALOG = default_catalog()
@@ -28,15 +29,10 @@ PREPARED = ("compute.fp32", "memory.read", "latency.l1", "launch.overhead", "mem
 
 
 @pytest.fixture
-def rocm_device(monkeypatch):
-    monkeypatch.setitem(sys.modules, "amdsmi", None)
-    gpu = fake_hip.mi300x(multiProcessorCount=2, maxThreadsPerMultiProcessor=256, totalGlobalMem=(1 << 30) + 64 * MIB)
-    hip, rtc = fake_hip.pair([gpu])
-    fake_hip.install(monkeypatch, hip, rtc)
-    import peakbench.rocm
-    device = peakbench.rocm.create().open(0)
-    yield device
-    device.close()
+def rocm_device(rt):
+    """The ROCm backend's Device on the fake HIP (test_workloads' runtime, which it closes)."""
+    from peakbench.rocm import capabilities
+    return Device(rt, capabilities.TABLE)
 
 
 def hopper():
