@@ -176,6 +176,23 @@ def test_a_cycle_count_above_the_maximum_clock_fails_the_cycle_clock_guard(tmp_p
 
 
 @lavapipe
+@pytest.mark.parametrize("tests", ["latency.l1,latency.dram", "latency.shared"])
+def test_a_host_count_of_loads_off_by_two_fails_the_cycles_guard(tmp_path, monkeypatch, vulkan_device, tests):
+    # The host claims twice the loads each launch did (the sweep's and the shared chase's):
+    # every latency halves, the core's counter still counts each load's cycles.
+    if not vulkan_device.rt.kernel_clock:
+        pytest.skip("this driver's kernels cannot read a cycle counter")
+    from peakbench.workloads import chase, onchip
+    monkeypatch.setattr(chase.ChaseSweep, "items", lambda self, rounds: 2 * rounds * chase.ROUND)
+    monkeypatch.setattr(onchip.SharedChaseWorkload, "items", lambda self, size: 2 * size * chase.ROUND)
+    r = run_inprocess(tmp_path, monkeypatch, tests)
+    found = [t for t, result in r.items() if result["status"] != "unsupported"]
+    assert found
+    for t in found:
+        assert_caught(r[t], "cycles", "cycles a load; the counter read")
+
+
+@lavapipe
 def test_a_timer_ten_times_too_slow_fails_the_timer_guard(tmp_path, monkeypatch):
     from peakbench.vulkan.runtime import VulkanRuntime
     launch = VulkanRuntime.launch

@@ -126,3 +126,10 @@ def test_work_accepts_a_whole_unrolled_multiple_and_says_so():
     problem, _ = guards.work(fp16, v, census({"HFMA2 f16x2": 768}, 3072, {"f16x2"}), 512)
     assert problem == ("loop body has 768 HFMA2 f16x2 = 3072 ops, the catalog claims 2048"
                        " (64 steps x 8 accumulators x 4 ops)")
+
+
+def test_a_latency_and_its_counters_cycles_must_agree():
+    assert guards.cycles_agree(10.0, 19.8, 1980.0)[0] is None                  # 10 ns at 1980 MHz: 19.8 cycles
+    problem, text = guards.cycles_agree(5.0, 19.8, 1980.0)                     # half the ns: loads counted twice
+    assert problem == text == "5 ns at 1980 MHz is 9.9 cycles a load; the counter read 19.8"
+    assert guards.cycles_agree(10.0, None, None) == (None, "not checked: no cycle counter")
