@@ -277,7 +277,7 @@ def over_axis(workload, axis, per_item: float, unit: str, settings: Settings, cl
             started = started or load.since
         measured[point] = v
     if axis.value == "best":
-        value = max(measured.values(), key=lambda v: v.summary.median if PER.get(unit) is None else -v.summary.median)
+        value = max(measured.values(), key=lambda v: -v.summary.median if unit in PER else v.summary.median)
         first = measured[points[0]]
         if "warm_up" in first.evidence:      # how the load the points continued began
             value.evidence.setdefault("warm_up", first.evidence["warm_up"])
