@@ -85,22 +85,22 @@ def test_an_int8_loop_must_hold_the_dot_product_not_only_its_accumulate():
 
 
 def test_a_vector_type_the_catalog_names_no_operand_types_for_fails_not_passes():
-    """A new compute dtype without its OPERAND_TYPES row is a failed types guard, never "not checked"."""
+    """A new compute row without its operand types is a failed types guard, never "not checked"."""
     import dataclasses
 
     from peakbench.catalog import default_catalog
-    uint16 = dataclasses.replace(default_catalog().get("compute.int16"), name="compute.uint16", dtype="uint16")
+    uint16 = dataclasses.replace(default_catalog().get("compute.int16"), name="compute.uint16", dtype="uint16",
+                                 operands=())
     problem, seen = guards.types(uint16, None, census({"OpIMul i16": 512}, 512, {"i16"}, "SPIR-V"))
-    assert problem == "the catalog names no operand types for uint16 (catalog/descriptors.py OPERAND_TYPES)"
+    assert problem == "the catalog names no operand types for uint16 (its ComputeTest's operands)"
     assert seen == "i16 (SPIR-V)"
 
 
 def test_every_vector_test_of_the_catalog_has_its_operand_types():
     from peakbench.catalog import default_catalog
-    from peakbench.catalog.descriptors import OPERAND_TYPES, REQUIRED_TYPES
-    dtypes = {t.dtype for t in default_catalog().tests if t.family == "compute"}
-    assert dtypes <= set(OPERAND_TYPES) and set(REQUIRED_TYPES) <= dtypes
-    assert all(set(REQUIRED_TYPES[d]) <= set(OPERAND_TYPES[d]) for d in REQUIRED_TYPES)
+    tests = [t for t in default_catalog().tests if t.family == "compute"]
+    assert all(t.operands for t in tests)
+    assert all(set(t.required) <= set(t.operands) for t in tests)
 
 
 def test_machine_types_and_pieces_are_not_false_alarms():

@@ -7,7 +7,7 @@ import pytest
 
 from fakes import FakeClock, FakeDevice, FakeSweep, FakeWorkload, use_clock
 from peakbench.backend import Unsupported
-from peakbench.catalog import TestSpec as Spec  # aliased: pytest would try to collect Test*
+from peakbench.catalog import ComputeTest as Spec  # aliased: pytest would try to collect Test*
 from peakbench.catalog import Variant, default_catalog
 from peakbench.harness import runner, session
 from peakbench.harness.runner import Settings, screening_variants

@@ -34,31 +34,40 @@ def bf16dot(n: int, unroll: int) -> Variant:
     return Variant(f"dot{n}u{unroll}", n, n * (2 * n - 1), unroll)
 
 
-def _alu(name, unit, kernel, dtype, variants, description, accumulators=8, packed=1, screen=""):
-    return ComputeTest(name, unit, kernel, dtype, tuple(variants), accumulators, description, packed, screen=screen)
+def _alu(name, unit, kernel, dtype, variants, description, operands, accumulators=8, packed=1, **census):
+    """A vector test; `operands` and the `census` keywords (ComputeTest) are what its loop must
+    compute in, as the censuses name types."""
+    return ComputeTest(name, unit, kernel, dtype, tuple(variants), accumulators, description, packed,
+                       operands=operands, **census)
 
 
 def _no_kernel(name, unit, description):
-    """A type with no native vector path in any API we drive; each backend states its reason."""
-    return ComputeTest(name, unit, dtype=name.split(".")[1], description=description)
+    """A type with no native vector path in any API we drive; each backend states its reason.
+    Its operand types are its own name: no module's arithmetic is of them."""
+    dtype = name.split(".")[1]
+    return ComputeTest(name, unit, dtype=dtype, description=description, operands=(dtype,))
 
 
 TESTS = (
-    _alu("compute.fp64", "TFLOPS", "fma", "fp64", [fma(1, 64), fma(2, 32)], "FP64 fused multiply-add",
+    _alu("compute.fp64", "TFLOPS", "fma", "fp64", [fma(1, 64), fma(2, 32)], "FP64 fused multiply-add", ("f64",),
          screen="x2u32"),
     _alu("compute.fp32", "TFLOPS", "fma", "fp32", [fma(1, 64), fma(2, 32), fma(4, 16)],
-         "FP32 fused multiply-add"),
+         "FP32 fused multiply-add", ("f32",)),
     _alu("compute.fp16", "TFLOPS", "fma", "fp16", [fma(2, 64), fma(4, 32)],
-         "packed FP16 fused multiply-add (2 lanes per instruction)", packed=2),
+         "packed FP16 fused multiply-add (2 lanes per instruction)", ("f16",),
+         packed=2),
     _alu("compute.bf16", "TFLOPS", "bf16dot", "bf16", [bf16dot(2, 32), bf16dot(4, 16)],
-         "BF16 through the native bfloat16 dot product"),
-    _alu("compute.int32", "TOPS", "fma", "int32", [fma(1, 64), fma(4, 16)], "INT32 multiply-add"),
+         "BF16 through the native bfloat16 dot product",
+         ("bf16",)),
+    _alu("compute.int32", "TOPS", "fma", "int32", [fma(1, 64), fma(4, 16)], "INT32 multiply-add", ("i32",)),
     _alu("compute.int64", "TOPS", "fma", "int64", [fma(1, 64), fma(2, 32)],
          "INT64 multiply-add, wrapping (2 ops per multiply-add, as INT32; emulated in 32-bit "
-         "steps where the ALU has no 64-bit multiplier)"),
-    _alu("compute.int16", "TOPS", "fma", "int16", [fma(1, 64), fma(2, 32)], "INT16 multiply-add"),
+         "steps where the ALU has no 64-bit multiplier)", ("i64",), pieces=True),
+    _alu("compute.int16", "TOPS", "fma", "int16", [fma(1, 64), fma(2, 32)], "INT16 multiply-add", ("i16",),
+         widened=("i32",)),
     _alu("compute.int8", "TOPS", "dot4x8", "int8", [dot4x8(1, 64), dot4x8(4, 16)],
-         "INT8 4x8-bit dot product with 32-bit accumulate"),
+         "INT8 4x8-bit dot product with 32-bit accumulate",
+         ("i8x4", "i32"), required=("i8x4",)),
     _no_kernel("compute.fp8_e4m3", "TFLOPS", "FP8 E4M3 vector arithmetic"),
     _no_kernel("compute.fp8_e5m2", "TFLOPS", "FP8 E5M2 vector arithmetic"),
     _no_kernel("compute.int4", "TOPS", "INT4 vector arithmetic"),

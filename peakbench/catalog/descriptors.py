@@ -5,18 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# The operand types a vector test's kernel may do its arithmetic in, by its dtype, as the loop
-# censuses name them (the work and types guards read these; the 4x8-bit dot product accumulates
-# into 32-bit integers). A dtype of the catalog missing here fails its types guard.
-OPERAND_TYPES = {"fp64": ("f64",), "fp32": ("f32",), "fp16": ("f16",), "bf16": ("bf16",), "int32": ("i32",),
-                 "int64": ("i64",), "int16": ("i16",), "int8": ("i8x4", "i32"),
-                 # no vector kernel anywhere: no module's arithmetic is of these types
-                 "fp8_e4m3": ("fp8_e4m3",), "fp8_e5m2": ("fp8_e5m2",), "int4": ("int4",), "fp4": ("fp4",)}
-# The type a loop must hold where OPERAND_TYPES admits more than one (an INT8 test whose loop only
-# multiplies 32-bit integers is no dot product).
-REQUIRED_TYPES = {"int8": ("i8x4",)}
-
-
 @dataclass(frozen=True)
 class Variant:
     """One way to run a test (vector width, formulation); the best variant is the test's value."""
@@ -47,6 +35,10 @@ class TestSpec:
     # none for it: a DRAM stream's is memory_bandwidth_gbs, whatever its mode or layout.
     peak_from: str = field(default="", kw_only=True)
 
+    # Whether the test's peak scales with the core clock (arithmetic, shared memory); DRAM, caches
+    # in their own clock domain, the host link and latencies do not.
+    clocked = False
+
     @property
     def family(self) -> str:
         return self.name.split(".")[0]
@@ -64,8 +56,23 @@ class TestSpec:
 @dataclass(frozen=True)
 class ComputeTest(TestSpec):
     """Vector ALU. An item is one step of one accumulator chain in one thread. `packed`: the
-    lanes one instruction must work on (a packed FP16 test's arithmetic is f16x2 or wider)."""
+    lanes one instruction must work on (a packed FP16 test's arithmetic is f16x2 or wider).
+
+    What the work and types guards hold a loop census against, as censuses name types:
+    `operands`, the types its arithmetic may be in (the 4x8-bit dot product accumulates into
+    32-bit integers; a test without them fails its types guard); `required`, the one it must
+    hold where several are admitted (an INT8 loop that only multiplies 32-bit integers is no dot
+    product); `widened`, the type machine code (not SPIR-V) computes in where the hardware has
+    no instruction of the width (NVIDIA has no 16-bit integer multiply-add: IMAD on 32-bit
+    registers is exact in the low 16 bits); `pieces`, machine code computes it in 32-bit
+    pieces, so no instruction is one step and the census is no count of steps (a 64-bit
+    multiply-add is IMAD.WIDE.U32 + 2 IMAD + IADD3 in SASS)."""
     packed: int = 1
+    operands: tuple[str, ...] = field(default=(), kw_only=True)
+    required: tuple[str, ...] = field(default=(), kw_only=True)
+    widened: tuple[str, ...] = field(default=(), kw_only=True)
+    pieces: bool = field(default=False, kw_only=True)
+    clocked = True
 
     def per_item(self, variant: Variant) -> float:
         return variant.ops_per_step
@@ -74,6 +81,7 @@ class ComputeTest(TestSpec):
 @dataclass(frozen=True)
 class MatrixTest(TestSpec):
     """Matrix units. An item is one step of one accumulator tile of one tile owner."""
+    clocked = True
 
     @property
     def types(self) -> tuple[str, str]:
@@ -88,9 +96,28 @@ class MatrixTest(TestSpec):
 @dataclass(frozen=True)
 class MemoryTest(TestSpec):
     """Streams. An item is one vector of one pass over the buffer: `access_bytes` moved by each
-    of `streams` (copy reads and writes: 2)."""
+    of its `reads` and `writes` (a copy reads one and writes one: 2). `overwrites`: a write
+    replaces the old contents whatever they were (the coverage guard proves every vector
+    written by running a pass over two different prior contents); `shared_memory`: the
+    on-chip shared memory, whose bandwidth scales with the core clock."""
     access_bytes: int = 16
-    streams: int = 1
+    reads: int = field(default=1, kw_only=True)
+    writes: int = field(default=0, kw_only=True)
+    overwrites: bool = field(default=True, kw_only=True)
+    shared_memory: bool = field(default=False, kw_only=True)
+
+    @property
+    def streams(self) -> int:
+        return self.reads + self.writes
+
+    @property
+    def clocked(self) -> bool:
+        return self.shared_memory
+
+    @property
+    def bytes_counted(self) -> str:
+        """What the bytes counted are, as the result's params say."""
+        return " + ".join(what for what, n in (("read", self.reads), ("written", self.writes)) if n)
 
     def per_item(self, variant: Variant) -> float:
         return self.access_bytes * self.streams

@@ -20,6 +20,7 @@ SIZE = 8192     # the default M = N = K
 class GemmTest(TestSpec):
     """A vendor GEMM. An item is one GEMM of the variant's shape; `output` is D's storage type."""
     output: str = ""
+    clocked = True
 
     @property
     def types(self) -> tuple[str, str]:

@@ -13,7 +13,8 @@ ROWS_UNROLL = 32    # rows of the rows read: one load from each per thread (work
 TILE_UNROLL = 1     # vectors per thread of a write/copy tile (1 read faster than 8: by 1-2.5% writing, 5-6% copying)
 
 
-def _stream(name: str, mode: str, description: str, layouts: tuple[tuple[str, int], ...]) -> MemoryTest:
+def _stream(name: str, mode: str, description: str, layouts: tuple[tuple[str, int], ...],
+            reads: int, writes: int) -> MemoryTest:
     """Variants are access layouts (shaders/mem_stream.comp), each with its vectors per thread:
     `rows` (the buffer as unroll rows, one short-lived workgroup per column of each), `chunk`
     (each workgroup of a resident grid reads its own contiguous slice), `stride` (the resident
@@ -21,7 +22,7 @@ def _stream(name: str, mode: str, description: str, layouts: tuple[tuple[str, in
     vectors, passes * tiles of them in one dispatch)."""
     return MemoryTest(name, "GB/s", "stream", mode,
                       tuple(Variant(layout, width=4, ops_per_step=16, unroll=unroll) for layout, unroll in layouts),
-                      1, description, streams=2 if mode == "copy" else 1, peak_from="memory_bandwidth_gbs")
+                      1, description, reads=reads, writes=writes, peak_from="memory_bandwidth_gbs")
 
 
 def _level(name: str, description: str) -> LatencyTest:
@@ -30,10 +31,11 @@ def _level(name: str, description: str) -> LatencyTest:
 
 TESTS = (
     _stream("memory.read", "read", "device memory read bandwidth (16-byte loads), with a working-set sweep",
-            (("rows", ROWS_UNROLL), ("chunk", STREAM_UNROLL), ("stride", STREAM_UNROLL))),
-    _stream("memory.write", "write", "device memory write bandwidth (16-byte stores)", (("tile", TILE_UNROLL),)),
+            (("rows", ROWS_UNROLL), ("chunk", STREAM_UNROLL), ("stride", STREAM_UNROLL)), reads=1, writes=0),
+    _stream("memory.write", "write", "device memory write bandwidth (16-byte stores)", (("tile", TILE_UNROLL),),
+            reads=0, writes=1),
     _stream("memory.copy", "copy", "device memory copy bandwidth, bytes read plus bytes written",
-            (("tile", TILE_UNROLL),)),
+            (("tile", TILE_UNROLL),), reads=1, writes=1),
     _level("latency.l0", "load-to-use latency of the first (nearest) cache level, where the GPU has an L0"),
     _level("latency.l1", "load-to-use latency of the L1 cache level"),
     _level("latency.l2", "load-to-use latency of the L2 cache level"),

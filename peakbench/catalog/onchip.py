@@ -15,7 +15,8 @@ L2_SUMS = 8         # the L2 read's partial sums (at most one per load in flight
 
 TESTS = (
     MemoryTest("memory.shared", "GB/s", "shared", "shared", (Variant("lds128", width=4, unroll=SHARED_UNROLL),),
-               SHARED_SUMS, "shared-memory (LDS) read bandwidth of the whole device, 16-byte loads, no bank conflicts"),
+               SHARED_SUMS, "shared-memory (LDS) read bandwidth of the whole device, 16-byte loads, no bank conflicts",
+               shared_memory=True),
     LatencyTest("latency.shared", "ns", "shared", "shared", (Variant("chase"),), 1,
                 "load-to-use latency of shared memory (LDS), a dependent chase, with cycles"),
     # Variants: 16-byte loads in flight per invocation (the best counts).

@@ -20,6 +20,7 @@ from peakbench.catalog.descriptors import TestSpec, Variant
 @dataclass(frozen=True)
 class SfuTest(TestSpec):
     """One special function; `function` names it for the kernels (rcp, rsqrt, sqrt, exp2, log2, sin)."""
+    clocked = True
 
     @property
     def function(self) -> str:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 
-from peakbench.catalog.descriptors import OPERAND_TYPES, REQUIRED_TYPES
 from peakbench.harness.stats import median
 
 TOLERANCE = 0.05           # the rate and clock ceilings: vendor peaks are round numbers
@@ -44,14 +43,8 @@ HOST_DELAY_S = 0.02
 # A matrix test's element types as the compiled modules name them (operands.accumulator).
 MATRIX_ELEMENTS = {"fp16": "f16", "bf16": "bf16", "fp8_e4m3": "e4m3", "fp8_e5m2": "e5m2", "int8": "i8",
                    "fp32": "f32", "int32": "i32", "fp64": "f64", "tf32": "tf32", "int4": "i4", "fp4": "e2m1"}
-# Where a machine has no instruction of the test's width, the type its native path computes in, by
-# (the census's source, dtype): NVIDIA has no 16-bit integer multiply-add, so int16 lanes run as
-# IMAD on 32-bit registers (cuda/capabilities.py INSTRUCTION), which is exact in the low 16 bits.
-MACHINE_TYPES = {("SASS", "int16"): {"i32"}}
-# Types a machine computes in 32-bit pieces (peakbench/kernels EMULATED: a 64-bit multiply-add is
-# IMAD.WIDE.U32 + 2 IMAD + IADD3 in SASS, v_mad_u64_u32 + 2 v_mul_lo_u32 + v_add3_u32 on AMD): no
-# instruction is one step, so its census is no count of steps. SPIR-V still counts 64-bit ones.
-PIECES = {("SASS", "int64"), ("AMDGPU", "int64")}
+# The census that counts the source's own operations (a machine-code census counts instructions).
+PORTABLE = "SPIR-V"
 # Cache line sizes where the spec entry gives none: NVIDIA's L1 and L2 lines are 128 B (CUDA
 # C++ Programming Guide, global memory), AMD's L2 lines 128 B (CDNA3 and RDNA3 ISA guides),
 # Intel's Xe 64 B.
@@ -79,7 +72,7 @@ def uncounted(test, census) -> str | None:
     """Why a census cannot be held against the catalog, or None."""
     if census is None or not census.ops:
         return f"not checked: {census.note if census else 'the platform shows no instructions'}"
-    if (census.source.split()[0], test.dtype) in PIECES:
+    if getattr(test, "pieces", False) and census.source.split()[0] != PORTABLE:
         return f"not checked: {census.source} computes {test.dtype} in 32-bit pieces, no instruction is one step"
     return None
 
@@ -89,8 +82,11 @@ def wanted(test, census) -> set[str] | None:
     if test.family == "matrix":
         a, c = (MATRIX_ELEMENTS.get(t) for t in test.types)
         return {f"{a}.{c}"} if a and c else None
-    known = OPERAND_TYPES.get(test.dtype)
-    return MACHINE_TYPES.get((census.source.split()[0], test.dtype), set(known) if known else None)
+    operands = getattr(test, "operands", ())
+    if not operands:
+        return None
+    machine = census.source.split()[0] != PORTABLE
+    return set(operands) | (set(test.widened) if machine else set())
 
 
 def types(test, variant, census) -> tuple[str | None, str]:
@@ -99,14 +95,14 @@ def types(test, variant, census) -> tuple[str | None, str]:
         return None, uncounted(test, census)
     want = wanted(test, census)
     if want is None and test.family == "compute":
-        return f"the catalog names no operand types for {test.dtype} (catalog/descriptors.py OPERAND_TYPES)", \
+        return f"the catalog names no operand types for {test.dtype} (its ComputeTest's operands)", \
             f"{', '.join(sorted(census.types))} ({census.source})"
     if want is None:
         return None, f"not checked: no operand types known for {test.dtype}"
     found = sorted(census.types)
     seen = f"{', '.join(found)} ({census.source})"
     elements = {element(t) for t in found}
-    if not elements <= want or not elements & set(REQUIRED_TYPES.get(test.dtype, want)):
+    if not elements <= want or not elements & set(getattr(test, "required", ()) or want):
         return (f"module does {' and '.join(found)} arithmetic; test {test.name} is {test.dtype}"
                 f" ({' and '.join(sorted(want))})"), seen
     packed = getattr(test, "packed", 1)

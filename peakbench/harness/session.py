@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Callable
 
 from peakbench.backend import Unsupported, error_text
-from peakbench.catalog import TestSpec
+from peakbench.catalog import TestSpec, default_catalog
 from peakbench import telemetry
 from peakbench.harness import guards
 from peakbench.harness import runner
@@ -38,10 +38,16 @@ def _reason(e: Exception) -> str:
     return describe(e).rstrip(": ")
 
 
+CATALOG = default_catalog()
+
+
 def clocked(test: str) -> bool:
-    """Whether a test's peak scales with the core clock: arithmetic and on-chip shared memory do;
-    DRAM, caches behind the core clock's domain, the host link and latency do not."""
-    return test.split(".")[0] in ("compute", "sfu", "matrix", "gemm") or test == "memory.shared"
+    """Whether a test's peak scales with the core clock, as its descriptor says (False for a
+    name the catalog does not hold: a result read back from an older file)."""
+    try:
+        return CATALOG.get(test).clocked
+    except KeyError:
+        return False
 
 
 def with_spec(result: Result, spec: GpuSpec | None) -> Result:
@@ -113,7 +119,7 @@ def measured_guards(test: TestSpec, v: VariantResult, device, spec, checks: dict
     problem = None
     if v.timing:
         problem = _apply(checks, "timer", guards.timer(v.timing, device.info.kind == "cpu"))
-    if not problem and clocked(test.name):
+    if not problem and test.clocked:
         problem = _apply(checks, "clock-ceiling", guards.clock_ceiling(test, v.summary.median, v.clock_mhz, spec))
     if not problem and test.family == "latency":
         problem = _apply(checks, "cycle-clock", guards.cycle_clock(v.clock_mhz, device.info, spec))

@@ -324,7 +324,7 @@ class StreamWorkload(Workload):
                        "workgroups": self.resident if self.mode == "read" and not self.rows else self.n_vec // self.tile,
                        "access_bytes": test.access_bytes, "unroll": self.unroll,
                        "layout": LAYOUT_TEXT[self.layout].format(**vars(w)),
-                       "bytes_counted": "read + written" if self.mode == "copy" else self.mode}
+                       "bytes_counted": test.bytes_counted}
         self.evidence = rt.evidence(self.kernel)
 
     def fill_source(self) -> None:
@@ -382,7 +382,7 @@ class StreamWorkload(Workload):
         write or copy runs one pass twice, into a destination first all 0x00 then all 0xFF
         bytes, and the stream kernel's chunk read sums it each time: a vector left unwritten
         keeps the prior bytes, so its thread's sums differ."""
-        if self.mode == "read":
+        if not self.test.writes:
             problem = self._count_reads(1)
             text = f"one pass over all {self.n_vec} vectors counted"
         else:
