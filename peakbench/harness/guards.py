@@ -245,21 +245,21 @@ def cycle_clock(clock_mhz: float | None, info, spec) -> tuple[str | None, str]:
     return (text if clock_mhz > most * (1 + TOLERANCE) else None), text
 
 
-# How far a latency's ns x the counter's clock may stand from the counter's own cycles: both come
-# from the same launches (the clock is the counter over their GPU time), so only the spread of
-# the timed launches parts them; a count of loads that is off by a factor parts them by it.
-CYCLES_AGREE = 0.25
+# How far the cycles a load that a latency implies may stand from the counter's own: both are
+# taken at the launch the counter read (the latency scaled from the median launch to it), so
+# only rounding parts them; a count of loads off by a factor parts them by it.
+CYCLES_AGREE = 0.05
 
 
-def cycles_agree(ns: float, cycles: float | None, clock_mhz: float | None) -> tuple[str | None, str]:
-    """(problem, evidence): a latency in ns against the loads' cycles read from the core's
-    counter. ns x MHz / 1000 is the cycles the host's count of loads implies; the counter counts
-    them itself, so a wrong count of loads (or of launches) shows as a ratio far from 1."""
-    if not cycles or not clock_mhz:
+def cycles_agree(ns: float, clock_mhz: float | None, cycles: float | None,
+                 implied: float | None) -> tuple[str | None, str]:
+    """(problem, evidence): the cycles a load the host's count of loads implies (its latency
+    times the counter's clock, at the launch the counter read) against the cycles the core's
+    counter read a load; a wrong count of loads (or of launches) shows as a ratio far from 1."""
+    if not cycles or not implied or not clock_mhz:
         return None, "not checked: no cycle counter"
-    implied = ns * clock_mhz / 1e3
-    text = (f"{ns:.4g} ns at {clock_mhz:.0f} MHz is {implied:.4g} cycles a load; the counter read "
-            f"{cycles:.4g}")
+    text = (f"{ns:.4g} ns at {clock_mhz:.0f} MHz: the count of loads implies {implied:.4g} cycles a load;"
+            f" the counter read {cycles:.4g}")
     return (text if abs(implied / cycles - 1) > CYCLES_AGREE else None), text
 
 

@@ -123,8 +123,8 @@ def measured_guards(test: TestSpec, v: VariantResult, device, spec, checks: dict
         problem = _apply(checks, "clock-ceiling", guards.clock_ceiling(test, v.summary.median, v.clock_mhz, spec))
     if not problem and test.family == "latency":
         problem = _apply(checks, "cycle-clock", guards.cycle_clock(v.clock_mhz, device.info, spec))
-        problem = problem or _apply(checks, "cycles", guards.cycles_agree(v.summary.median, v.params.get("cycles"),
-                                                                          v.clock_mhz))
+        problem = problem or _apply(checks, "cycles", guards.cycles_agree(
+            v.summary.median, v.clock_mhz, v.params.get("cycles"), v.params.get("cycles_implied")))
     return problem
 
 

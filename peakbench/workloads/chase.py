@@ -233,6 +233,7 @@ class ChaseSweep(Sweep):
         self.flush, self.flushed = None, []
         self.evidence = dict(getattr(chaser, "evidence", {}))     # the chase kernel's instructions
         self.sizes, self.latencies, self.cycles, self.mhz = [], [], [], []
+        self.implied = []                # per point, the cycles a load its latency implies at the counted launch
         self.timing = []                 # per point, (GPU seconds, host wall seconds) of its timed launches
         self.rng = np.random.default_rng(SEED)
         self._chain = None               # the points of the stage being measured, and the next chain
@@ -324,8 +325,13 @@ class ChaseSweep(Sweep):
             if cycles > 0 and mhz > 0:
                 self.cycles.append(round(cycles / (rounds * ROUND), 1))
                 self.mhz.append(mhz)
+                # ns is the median launch's: scaled to the launch the counter read (x last /
+                # typical) and times its clock (cycles / last), the cycles a load the host's
+                # count implies, free of the spread between launches (30% on a loaded CPU device)
+                typical = median([g for g, _ in timing])
+                self.implied.append(round(ns * cycles / typical / 1e9, 2))
             else:                        # a counter that stood still or went back: no cycles at all
-                self.cycles, self.mhz = [], []
+                self.cycles, self.mhz, self.implied = [], [], []
                 self.evidence["counter"] = (f"working set {ws} B: the core's counter moved {cycles} in "
                                             f"{last * 1e6:.0f} us; no cycles reported")
 
@@ -455,6 +461,7 @@ class LatencyWorkload(Workload):
         mhz = None
         if self.sweep.cycles:    # the kernel's own cycle counter: cycles need no outside clock
             params["cycles"] = median([c for c, inside in zip(self.sweep.cycles, on) if inside])
+            params["cycles_implied"] = median([c for c, inside in zip(self.sweep.implied, on) if inside])
             mhz = median([m for m, inside in zip(self.sweep.mhz, on) if inside])
         evidence = {**self.sweep.evidence, "plateaus": described, "path": self.params["path"],
                     "levels_named_from": "spec cache sizes" if documented_caches(spec) else "plateau order"}

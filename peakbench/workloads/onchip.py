@@ -190,6 +190,8 @@ class SharedChaseWorkload(Workload):
         if self.readings:
             kept = self.readings[-len(v.samples):]          # the samples' launches
             v.params["cycles"] = round(median([c for c, _ in kept]), 2)
+            # each sample's latency times its own launch's clock: what the count of loads implies
+            v.params["cycles_implied"] = round(median([ns * m / 1e3 for ns, (_, m) in zip(v.samples, kept)]), 2)
             v.clock_mhz = round(median([m for _, m in kept]))
             v.evidence["clock_from"] = "cycle counter cycles over GPU time"
 
