@@ -25,7 +25,8 @@
 //   of traffic later and a block never finds its next slice in its own L1 (mem_stream.comp says
 //   more).
 // MODE 1 write: v[j] = pattern(j); MODE 2 copy: dst[i] = src[i]; MODE 3 fill: src[i] =
-//   hash(i), the random-looking data every test reads (nothing compressible).
+//   hash(i), the random-looking data every test reads (nothing compressible); MODE 4 update:
+//   dst[i] += src[i] (two reads and a write), in the write's tiles.
 // Defines: MODE, UNROLL, LAYOUT, SUMS (stream); CLOCK, ROUND, POINTER (chase). n_vec is a multiple of threads * UNROLL
 // (the rows read: of blockDim * UNROLL).
 //
@@ -164,6 +165,9 @@ extern "C" __global__ void STREAM_BOUNDS stream(const uint4* __restrict__ src, u
         const unsigned j = base + u * blockDim.x;
 #if MODE == 1
         dst[j] = make_uint4(j, j ^ 0x5bd1e995U, ~j, j * 2654435761U);
+#elif MODE == 4
+        const uint4 a = dst[j], b = src[j];
+        dst[j] = make_uint4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
 #else
         dst[j] = src[j];
 #endif

@@ -21,7 +21,8 @@
 //   narrow the 16-byte loads); each thread of the chunk and stride reads stores its sum, which
 //   the host checks.
 // MODE 1 write: v[i] = pattern(i); MODE 2 copy: dst[i] = src[i]; MODE 3 fill: src[i] =
-// hash(i), the random-looking data every test reads (no compressible zeros).
+// hash(i), the random-looking data every test reads (no compressible zeros); MODE 4 update:
+// dst[i] += src[i] (two reads and a write), in the write's tiles.
 // The stream runs the chunk with shift 0 and mask all ones: each workgroup rereads its own
 // slice, a whole buffer of traffic later. The cache sweep (workloads/stream.py) runs it with mask =
 // working set - 1 and shift = workgroups | 1: each pass the grid reads the next window of slices,
@@ -48,7 +49,11 @@
 layout(local_size_x_id = 0) in;
 layout(push_constant) uniform Push { uint passes; uint n_vec; uint mask; uint shift; } push;
 layout(std430, binding = 0) restrict readonly buffer Src { uvec4 src[]; };
+#if MODE == 4
+layout(std430, binding = 1) restrict buffer Dst { uvec4 dst[]; };
+#else
 layout(std430, binding = 1) restrict writeonly buffer Dst { uvec4 dst[]; };
+#endif
 
 #if MODE == 0 && LAYOUT == 2
 shared uvec4 part[gl_WorkGroupSize.x];          // a sum per subgroup: as many as invocations at worst
@@ -109,6 +114,8 @@ void main() {
         uint j = base + u * gl_WorkGroupSize.x;
 #if MODE == 1
         dst[j] = uvec4(j, j ^ 0x5bd1e995U, ~j, j * 2654435761U);
+#elif MODE == 4
+        dst[j] += src[j];
 #else
         dst[j] = src[j];
 #endif

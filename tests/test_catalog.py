@@ -9,7 +9,7 @@ CATALOG = default_catalog()
 COMPUTE = ["compute.fp64", "compute.fp32", "compute.fp16", "compute.bf16", "compute.int32", "compute.int64",
            "compute.int16", "compute.int8", "compute.fp8_e4m3", "compute.fp8_e5m2", "compute.int4", "compute.fp4"]
 ALU = [t for t in CATALOG.tests if t.family == "compute" and t.kernel]
-MEMORY = ["memory.read", "memory.write", "memory.copy", "latency.l0", "latency.l1", "latency.l2", "latency.l3",
+MEMORY = ["memory.read", "memory.write", "memory.copy", "memory.update", "latency.l0", "latency.l1", "latency.l2", "latency.l3",
           "latency.dram", "launch.overhead"]
 SFU = ["sfu.rcp", "sfu.rsqrt", "sfu.sqrt", "sfu.exp2", "sfu.log2", "sfu.sin"]
 ATOMIC = ["atomic.global_add", "atomic.global_add_contended", "atomic.shared_add"]

@@ -308,7 +308,7 @@ def lowbias32(x):
 
 
 def stream_player(bug: str = ""):
-    """shaders/mem.cu `stream`, by its comment: fill, read (chunk, stride or rows), write/copy tiles."""
+    """shaders/mem.cu `stream`, by its comment: fill, read (chunk, stride or rows), write/copy/update tiles."""
     def play(fake, launch):
         d = fake_hip.defines(launch["options"])
         mode, unroll, layout = int(d["MODE"]), int(d.get("UNROLL", 4)), int(d.get("LAYOUT", 0))
@@ -346,12 +346,15 @@ def stream_player(bug: str = ""):
                 tile, tid = tile[tid % block != block - 1], tid[tid % block != block - 1]
             j = (tile * block * unroll + tid % block)[:, None] + np.arange(unroll) * block
             j = j.ravel().astype(np.uint32)
-            dst[j] = src[j] if mode == 2 else np.stack([j, j ^ np.uint32(0x5BD1E995), ~j, j * np.uint32(2654435761)], 1)
+            if mode == 4:
+                np.add.at(dst, j, src[j])       # once per pass that reaches j; uint32 wraps, as the kernel's adds do
+            else:
+                dst[j] = src[j] if mode == 2 else np.stack([j, j ^ np.uint32(0x5BD1E995), ~j, j * np.uint32(2654435761)], 1)
     return play
 
 
 @pytest.mark.parametrize("test, layout", [("memory.read", "chunk"), ("memory.read", "stride"), ("memory.read", "rows"),
-                                          ("memory.write", "tile"), ("memory.copy", "tile")])
+                                          ("memory.write", "tile"), ("memory.copy", "tile"), ("memory.update", "tile")])
 def test_streams_verify_and_count_their_bytes(rt, test, layout):
     rt.fake.kernels["stream"] = stream_player()
     spec = CATALOG.get(test)
@@ -378,7 +381,8 @@ def test_streams_verify_and_count_their_bytes(rt, test, layout):
 @pytest.mark.parametrize("test, layout, bug", [("memory.read", "chunk", "layout"), ("memory.read", "stride", "short"),
                                                ("memory.read", "rows", "layout"), ("memory.read", "rows", "wrap"),
                                                ("memory.write", "tile", "short"), ("memory.write", "tile", "wrap"),
-                                               ("memory.copy", "tile", "short"), ("memory.copy", "tile", "wrap")])
+                                               ("memory.copy", "tile", "short"), ("memory.copy", "tile", "wrap"),
+                                               ("memory.update", "tile", "short"), ("memory.update", "tile", "wrap")])
 def test_a_kernel_that_reads_or_writes_the_wrong_vectors_fails(rt, test, layout, bug):
     rt.fake.kernels["stream"] = stream_player(bug)
     spec = CATALOG.get(test)
@@ -413,7 +417,7 @@ def far_player(mode_bug: str):
                     for u in range(unroll):
                         acc += src[base + i + u * block]
             dst[:len(tid)] = (acc % (1 << 32)).astype(np.uint32)
-        elif mode == 1 and mode_bug == "write":
+        elif (mode, mode_bug) in ((1, "write"), (4, "update")):
             tiles = n // (block * unroll)
             dst = words(fake, dst_arg)
             keep = dst.copy()
@@ -425,7 +429,7 @@ def far_player(mode_bug: str):
     return short
 
 
-@pytest.mark.parametrize("test, layout", [("memory.read", "chunk"), ("memory.write", "tile")])
+@pytest.mark.parametrize("test, layout", [("memory.read", "chunk"), ("memory.write", "tile"), ("memory.update", "tile")])
 def test_a_kernel_that_skips_the_far_part_of_the_buffer_fails_the_coverage_guard(rt, test, layout):
     rt.fake.kernels["stream"] = far_player(test.split(".")[1])
     spec = CATALOG.get(test)
@@ -437,8 +441,10 @@ def test_a_kernel_that_skips_the_far_part_of_the_buffer_fails_the_coverage_guard
         if test == "memory.read":                     # 4 blocks of 256 threads over 1 Mi vectors, one pass
             assert "1024 of 1024 threads did not read their share" in problem
             assert "read 32 vectors, not 1024" in problem
-        else:
+        elif test == "memory.write":
             assert "left vectors of the 1048576-vector buffer unwritten" in problem
+        else:                                         # 16 tiles of 256 vectors are updated, vector 4096 is not
+            assert "vector 4096 of 1048576 (and 1044479 more of vectors 0 to 1048575) differs" in problem
         rt.fake.kernels["stream"] = stream_player()
         assert w.verify() is None                     # and the source is refilled after the count
         assert w.evidence["guards"]["coverage"].startswith("all 1048576 vectors" if layout == "tile" else "one pass")
@@ -465,6 +471,8 @@ FAR_FAULTS = {   # an edit of mem_stream.comp that leaves the first vectors of e
     "memory.write": ("dst[j] = uvec4(j, j ^ 0x5bd1e995U, ~j, j * 2654435761U);",
                      "if (tile < 4096u) dst[j] = uvec4(j, j ^ 0x5bd1e995U, ~j, j * 2654435761U);",
                      "variant tile", "unwritten"),
+    "memory.update": ("dst[j] += src[j];", "if (tile < 4096u) dst[j] += src[j];", "variant tile",
+                      "after one pass over known contents", "differs from the host's"),
 }
 
 

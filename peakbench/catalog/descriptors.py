@@ -117,7 +117,8 @@ class MemoryTest(TestSpec):
     @property
     def bytes_counted(self) -> str:
         """What the bytes counted are, as the result's params say."""
-        return " + ".join(what for what, n in (("read", self.reads), ("written", self.writes)) if n)
+        return " + ".join(what if n == 1 else f"{what} x{n}"
+                          for what, n in (("read", self.reads), ("written", self.writes)) if n)
 
     def per_item(self, variant: Variant) -> float:
         return self.access_bytes * self.streams

@@ -1,7 +1,8 @@
 """Memory bandwidth, load latency per cache level, and launch overhead.
 
-memory.read / memory.write / memory.copy stream a buffer well past the last cache level with
-16-byte accesses (copy counts bytes read plus bytes written). The bandwidth sweep repeats the
+memory.read / memory.write / memory.copy / memory.update stream a buffer well past the last cache
+level with 16-byte accesses (copy counts bytes read plus bytes written; update, dst += src, two
+reads and a write). The bandwidth sweep repeats the
 read over working sets from a few KiB up, kept as a series. latency.* come from one pointer chase
 swept over working sets: its plateaus are the levels (l0..l3, l2_far, dram), found, not assumed.
 launch.overhead is the submit-to-completion time of an empty dispatch.
@@ -14,7 +15,7 @@ TILE_UNROLL = 1     # vectors per thread of a write/copy tile (1 read faster tha
 
 
 def _stream(name: str, mode: str, description: str, layouts: tuple[tuple[str, int], ...],
-            reads: int, writes: int) -> MemoryTest:
+            reads: int, writes: int, overwrites: bool = True) -> MemoryTest:
     """Variants are access layouts (shaders/mem_stream.comp), each with its vectors per thread:
     `rows` (the buffer as unroll rows, one short-lived workgroup per column of each), `chunk`
     (each workgroup of a resident grid reads its own contiguous slice), `stride` (the resident
@@ -22,7 +23,8 @@ def _stream(name: str, mode: str, description: str, layouts: tuple[tuple[str, in
     vectors, passes * tiles of them in one dispatch)."""
     return MemoryTest(name, "GB/s", "stream", mode,
                       tuple(Variant(layout, width=4, ops_per_step=16, unroll=unroll) for layout, unroll in layouts),
-                      1, description, reads=reads, writes=writes, peak_from="memory_bandwidth_gbs")
+                      1, description, reads=reads, writes=writes, overwrites=overwrites,
+                      peak_from="memory_bandwidth_gbs")
 
 
 def _level(name: str, description: str) -> LatencyTest:
@@ -36,6 +38,8 @@ TESTS = (
             reads=0, writes=1),
     _stream("memory.copy", "copy", "device memory copy bandwidth, bytes read plus bytes written",
             (("tile", TILE_UNROLL),), reads=1, writes=1),
+    _stream("memory.update", "update", "device memory read-modify-write bandwidth (dst += src): two reads and a write",
+            (("tile", TILE_UNROLL),), reads=2, writes=1, overwrites=False),
     _level("latency.l0", "load-to-use latency of the first (nearest) cache level, where the GPU has an L0"),
     _level("latency.l1", "load-to-use latency of the L1 cache level"),
     _level("latency.l2", "load-to-use latency of the L2 cache level"),

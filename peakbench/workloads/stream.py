@@ -1,7 +1,7 @@
-"""The stream family, written once: memory.read / write / copy on one large buffer pair, the
-read-bandwidth sweep over working sets, and the data contract of the stream kernels
+"""The stream family, written once: memory.read / write / copy / update on one large buffer pair,
+the read-bandwidth sweep over working sets, and the data contract of the stream kernels
 (shaders/mem_stream.comp, shaders/mem.cu `stream`): what the fill writes, what a read stores,
-what a write stores, and the MODE and LAYOUT defines, all from here.
+what a pass of each writing mode stores, and the MODE and LAYOUT defines, all from here.
 """
 from __future__ import annotations
 
@@ -33,11 +33,12 @@ def _hash32_in_place(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def filled(n_vec: int) -> np.ndarray:
-    """What the fill kernels write: 16-byte vector i holds hash(4i .. 4i+3) (indices mod 2**32)."""
-    words = 4 * n_vec
-    index = (np.arange(words, dtype=np.uint32) if words <= 1 << 32
-             else np.arange(words, dtype=np.uint64).astype(np.uint32))
+def filled(n_vec: int, start: int = 0) -> np.ndarray:
+    """What the fill kernels write: 16-byte vector i holds hash(4i .. 4i+3) (indices mod 2**32);
+    vectors start .. start + n_vec - 1."""
+    first, words = 4 * start, 4 * n_vec
+    index = (np.arange(first, first + words, dtype=np.uint32) if first + words <= 1 << 32
+             else np.arange(first, first + words, dtype=np.uint64).astype(np.uint32))
     return _hash32_in_place(index).reshape(n_vec, 4)
 
 
@@ -47,9 +48,27 @@ def written(index: np.ndarray) -> np.ndarray:
     return np.stack([j, j ^ np.uint32(0x5BD1E995), ~j, (j * np.uint32(2654435761)).astype(np.uint32)], axis=1)
 
 
+def stored(mode: str, n: int, prior: int, passes: int = 1, start: int = 0) -> np.ndarray:
+    """What vectors start .. start + n - 1 of the destination hold after `passes` passes of a
+    writing mode over a destination of `prior` bytes."""
+    out = np.full((n, 4), prior * 0x01010101, np.uint32)
+    src, j = filled(n, start), np.arange(start, start + n)
+    for _ in range(passes):
+        out = STORES[mode](src, out, j)
+    return out
+
+
 # The stream kernels' contract (shaders/mem_stream.comp and shaders/mem.cu alike): MODE and
 # LAYOUT defines per test and variant, the workgroup size, the buffer and chase sizes.
-MODES = {"read": 0, "write": 1, "copy": 2, "fill": 3}
+MODES = {"read": 0, "write": 1, "copy": 2, "fill": 3, "update": 4}
+# What one pass of a writing mode stores at vectors j, from the source and what the destination
+# held before it: the host's half of each MODE branch (a read's sums are read_sums's). uint32
+# lanes wrap, as the kernels' adds do.
+STORES = {
+    "write": lambda src, old, j: written(j),
+    "copy": lambda src, old, j: src,
+    "update": lambda src, old, j: old + src,
+}
 LAYOUTS = {"chunk": 0, "stride": 1, "rows": 2, "tile": 0}
 STREAM_BLOCK = 256
 STREAM_BYTES = 1 << 30           # past the largest GPU last-level cache (256 MiB) by 4x
@@ -72,6 +91,7 @@ VERIFY_PASSES = (1, 2)           # the chunk and stride reads' checks: a read do
 # such words differ (mod 2**32) for any k != k' below 2**32: a sum says how many vectors were read.
 COVER_BYTE = 0x01
 COVER_WORD = 0x01010101
+KEPT_SLICE = 1 << 24             # vectors the host checks at a time where a write keeps old contents (256 MiB)
 
 
 def read_sums(n: int, blocks: int, block: int, layout: str = "chunk", passes: int = 1, shift: int = 0,
@@ -110,27 +130,27 @@ def pass_dispatches(passes: int, groups: int, max_groups: int) -> tuple[int, int
 def check_wrapped(mode: str, got: np.ndarray, n: int, block: int, unroll: int, layout: str) -> str | None:
     """The verification of a stream that hands out its work `w % groups` (the rows read's
     columns, the write's and copy's tiles): two passes over n vectors into an output filled
-    with 0xFF bytes. The first pass's outputs must be the host's; the next as many must be
-    untouched, or a workgroup of the second pass missed the wrap round (and would read and write
-    past the buffer in a long dispatch)."""
+    with 0xFF bytes. The next outputs past the first pass's must be untouched, or a workgroup of
+    the second pass missed the wrap round (and would read and write past the buffer in a long
+    dispatch); the first pass's outputs must be the host's after both passes."""
     outputs = n // (block * unroll) if mode == "read" else n
     if got.size < 2 * outputs * 4:
         raise ValueError(f"the check needs two passes' outputs ({2 * outputs * 4} words), got {got.size}")
-    read = {"rows": unroll} if mode == "read" else {}
-    problem = check_stream(mode, got[:outputs * 4], n, outputs, block, layout, **read)
+    read = {"rows": unroll} if mode == "read" else {"passes": 2}     # the second pass redoes the first's vectors
     stray = got[outputs * 4:2 * outputs * 4] != 0xFFFFFFFF
-    if problem is None and stray.any():
-        problem = f"{int(stray.sum())} words past the first pass's {outputs} outputs were written: the second pass did not wrap"
-    return problem
+    if stray.any():     # named first: where a pass adds to what was there, the first outputs are off too
+        return f"{int(stray.sum())} words past the first pass's {outputs} outputs were written: the second pass did not wrap"
+    return check_stream(mode, got[:outputs * 4], n, outputs, block, layout, **read)
 
 
 def check_stream(mode: str, got: np.ndarray, n: int, blocks: int, block: int, layout: str = "chunk",
                  **read) -> str | None:
-    """A verification pass of `n` vectors against the host (`read`: read_sums's pass settings)."""
+    """A verification of `n` vectors against the host (`read`: read_sums's pass settings; a
+    writing mode's `passes` over a destination of 0xFF bytes)."""
     if mode == "read":
         want = read_sums(n, blocks, block, layout, **read)
     else:
-        want = filled(n) if mode == "copy" else written(np.arange(n))
+        want = stored(mode, n, 0xFF, read.get("passes", 1))
     got = got.reshape(want.shape)
     bad = got != want
     if bad.any():
@@ -288,7 +308,7 @@ LAYOUT_TEXT = {
 
 
 class StreamWorkload(Workload):
-    """memory.read / write / copy on one large buffer pair, filled with random-looking data.
+    """memory.read / write / copy / update on one large buffer pair, filled with random-looking data.
 
     The chunk and stride reads are a grid resident all at once (READ_BLOCKS_PER_UNIT workgroups
     per compute unit) looping over the buffer `size` times inside the kernel: a line is reread
@@ -385,9 +405,12 @@ class StreamWorkload(Workload):
         if not self.test.writes:
             problem = self._count_reads(1)
             text = f"one pass over all {self.n_vec} vectors counted"
-        else:
+        elif self.test.overwrites:
             problem = self._compare_writes()
             text = f"all {self.n_vec} vectors found written in one pass"
+        else:
+            problem = self._check_kept()
+            text = f"all {self.n_vec} vectors as the host's after one pass over known contents"
         if problem:
             return guards.reason("coverage", problem)
         self.evidence.setdefault("guards", {})["coverage"] = text
@@ -438,6 +461,21 @@ class StreamWorkload(Workload):
         return (f"one pass left vectors of the {self.n_vec}-vector buffer unwritten: the sums of {bad.size} of"
                 f" {self.threads} reading threads depend on what the destination held before"
                 f" (the first in vectors {first} to {first + span - 1})")
+
+    def _check_kept(self) -> str | None:
+        """A write whose result depends on what was there (overwrites=False): one pass over a
+        destination of zero bytes, the whole of it checked against the host, a slice at a time."""
+        rt = self.rt
+        rt.fill(self.dst, 0x00)
+        self.run(1)
+        got = np.frombuffer(rt.download(self.dst, self.n_vec * 16), np.uint32).reshape(-1, 4)
+        for start in range(0, self.n_vec, KEPT_SLICE):
+            n = min(KEPT_SLICE, self.n_vec - start)
+            bad = np.flatnonzero((got[start:start + n] != stored(self.mode, n, 0x00, 1, start)).any(axis=1))
+            if bad.size:
+                return (f"after one pass over known contents, vector {start + int(bad[0])} of {self.n_vec} (and"
+                        f" {bad.size - 1} more of vectors {start} to {start + n - 1}) differs from the host's")
+        return None
 
     def series(self) -> BandwidthSweep | None:
         """The read sweep, once per test, on the chunk variant."""
