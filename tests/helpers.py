@@ -62,6 +62,21 @@ def gpu_required(config) -> bool:
     return bool(config.getoption("--gpu") or (config.option.markexpr or "").strip() == "gpu")
 
 
+def cuda_and_vulkan_runs(request, tmp_path_factory, tests: str, timeout: float = 600):
+    """`peakbench --backend cuda,vulkan --tests TESTS --json` once for a GPU test module:
+    (the process, {backend: {test: result}}). Without CUDA the module skips, or fails under --gpu."""
+    from peakbench.backend import BackendUnavailable, load
+    from peakbench.report.result import load_json
+    try:
+        load("cuda").close()
+    except BackendUnavailable as e:
+        (pytest.fail if gpu_required(request.config) else pytest.skip)(str(e))
+    path = tmp_path_factory.mktemp("runs") / "runs.json"
+    p = run_peakbench("--backend", "cuda,vulkan", "--tests", tests, "--json", str(path), timeout=timeout)
+    assert path.exists(), p.stderr
+    return p, {r["backend"]: {x["test"]: x for x in r["results"]} for r in load_json(path)["runs"]}
+
+
 def alu_params(keep=lambda test, variant: True, marks=lambda test, variant: ()) -> list:
     """pytest params (test, variant), id "test-variant", for every vector-ALU kernel of the catalog."""
     return [pytest.param(t, v, id=f"{t.name}-{v.name}", marks=marks(t, v))

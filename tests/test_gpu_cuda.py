@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import gpu_required, run_peakbench
-from peakbench.report.result import load_json
+from helpers import cuda_and_vulkan_runs
 
 pytestmark = pytest.mark.gpu
 
@@ -18,18 +17,7 @@ NATIVE = {"compute.fp64": "DFMA", "compute.fp32": "FFMA", "compute.fp16": "HFMA2
 
 @pytest.fixture(scope="module")
 def runs(request, tmp_path_factory):
-    missing = pytest.fail if gpu_required(request.config) else pytest.skip
-    from peakbench.backend import BackendUnavailable, load
-    try:
-        load("cuda").close()
-    except BackendUnavailable as e:
-        missing(str(e))
-    path = tmp_path_factory.mktemp("cuda") / "cuda.json"
-    p = run_peakbench("--backend", "cuda,vulkan", "--tests", "compute.*,memory.*,latency.*,launch.*",
-                      "--json", str(path), timeout=900)
-    assert path.exists(), p.stderr
-    by_backend = {r["backend"]: {x["test"]: x for x in r["results"]} for r in load_json(path)["runs"]}
-    return p, by_backend
+    return cuda_and_vulkan_runs(request, tmp_path_factory, "compute.*,memory.*,latency.*,launch.*", timeout=900)
 
 
 def test_everything_ran_verified(runs):

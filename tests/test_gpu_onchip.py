@@ -10,9 +10,8 @@ import re
 
 import pytest
 
-from helpers import run_peakbench
+from helpers import cuda_and_vulkan_runs
 from peakbench.catalog import default_catalog
-from peakbench.report.result import load_json
 
 pytestmark = pytest.mark.gpu
 
@@ -66,11 +65,7 @@ def test_the_shared_read_is_lds128(cuda_device):
 
 @pytest.fixture(scope="module")
 def runs(request, tmp_path_factory, cuda_device):
-    path = tmp_path_factory.mktemp("onchip") / "onchip.json"
-    p = run_peakbench("--backend", "cuda,vulkan", "--tests", ",".join(TESTS), "--json", str(path), timeout=600)
-    assert path.exists(), p.stderr
-    by_backend = {r["backend"]: {x["test"]: x for x in r["results"]} for r in load_json(path)["runs"]}
-    return p, by_backend
+    return cuda_and_vulkan_runs(request, tmp_path_factory, ",".join(TESTS))
 
 
 def test_all_three_are_ok_on_both_apis(runs):

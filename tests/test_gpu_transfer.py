@@ -8,8 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import gpu_required, run_peakbench
-from peakbench.report.result import load_json
+from helpers import cuda_and_vulkan_runs
 
 pytestmark = pytest.mark.gpu
 
@@ -21,16 +20,7 @@ NVBANDWIDTH = {"transfer.h2d": 55.35, "transfer.d2h": 55.32}
 
 @pytest.fixture(scope="module")
 def runs(request, tmp_path_factory):
-    missing = pytest.fail if gpu_required(request.config) else pytest.skip
-    from peakbench.backend import BackendUnavailable, load
-    try:
-        load("cuda").close()
-    except BackendUnavailable as e:
-        missing(str(e))
-    path = tmp_path_factory.mktemp("transfer") / "transfer.json"
-    p = run_peakbench("--backend", "cuda,vulkan", "--tests", "transfer.*", "--json", str(path), timeout=600)
-    assert path.exists(), p.stderr
-    return p, {r["backend"]: {x["test"]: x for x in r["results"]} for r in load_json(path)["runs"]}
+    return cuda_and_vulkan_runs(request, tmp_path_factory, "transfer.*")
 
 
 def test_every_transfer_ran_verified_on_both_backends(runs):

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import gpu_required, run_peakbench
+from helpers import cuda_and_vulkan_runs
 from peakbench.kernels import sfu as kernels_sfu
-from peakbench.report.result import load_json
 
 pytestmark = pytest.mark.gpu
 
@@ -22,16 +21,7 @@ LISTED = ("rcp", "rsqrt", "exp2", "log2", "sin")
 
 @pytest.fixture(scope="module")
 def runs(request, tmp_path_factory):
-    missing = pytest.fail if gpu_required(request.config) else pytest.skip
-    from peakbench.backend import BackendUnavailable, load
-    try:
-        load("cuda").close()
-    except BackendUnavailable as e:
-        missing(str(e))
-    path = tmp_path_factory.mktemp("units") / "units.json"
-    p = run_peakbench("--backend", "cuda,vulkan", "--tests", TESTS, "--json", str(path), timeout=900)
-    assert path.exists(), p.stderr
-    by_backend = {r["backend"]: {x["test"]: x for x in r["results"]} for r in load_json(path)["runs"]}
+    p, by_backend = cuda_and_vulkan_runs(request, tmp_path_factory, TESTS, timeout=900)
     for backend, results in by_backend.items():
         for name, r in results.items():
             print(f"{backend:6} {name:28} {r['status']:11} {r.get('value')} {r['unit']} "
