@@ -111,3 +111,27 @@ def test_every_command_line_option_is_in_the_cli_reference():
     assert "--json" in options
     missing = [o for o in options if not re.search(rf"`{re.escape(o)}\b", text)]
     assert not missing, f"docs/cli.md does not document {missing}"
+
+
+def test_every_module_has_a_test_file_or_a_named_home():
+    """tests/README.md: a module's tests are in test_<package>_<module>.py, or its row of the
+    table names the files that hold them."""
+    readme = (ROOT / "tests" / "README.md").read_text()
+    rows = {m: re.findall(r"`(test_\w+\.py)`", files)
+            for cells, files in re.findall(r"^\| ((?:`[^`]+`(?:, )?)+) \| (.+) \|$", readme, re.M)
+            for m in re.findall(r"`([\w/]+\.py)`", cells)}
+    homeless, named_missing = [], []
+    for path in sorted((ROOT / "peakbench").rglob("*.py")):
+        module = path.relative_to(ROOT / "peakbench").as_posix()
+        parts = module[:-3].split("/")
+        if parts[-1] == "__init__":
+            if not re.search(r"^(def|class) ", path.read_text(), re.M):
+                continue                                    # a package marker, no code of its own
+            parts = parts[:-1]
+        if (ROOT / "tests" / f"test_{'_'.join(parts)}.py").exists():
+            continue
+        if module not in rows:
+            homeless.append(module)
+        named_missing += [f for f in rows.get(module, []) if not (ROOT / "tests" / f).exists()]
+    assert not homeless, f"modules with no test file of their name and no row in tests/README.md: {homeless}"
+    assert not named_missing, f"tests/README.md names test files that do not exist: {named_missing}"
