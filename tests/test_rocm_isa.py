@@ -421,11 +421,13 @@ def stream_check(kernel: amdgpu.Kernel, test: Spec, variant: Variant) -> str | N
     has them (the chunk and stride reads), else those of the kernel (rows, tiles)."""
     if failure := amdgpu.check_wide_memory(kernel):
         return failure
-    for kind in {"read": ("load",), "write": ("store",), "copy": ("load", "store")}[test.dtype]:
+    for kind, streams in (("load", test.reads), ("store", test.writes)):     # the descriptor's streams
+        if not streams:                 # a read stores its sums once, after the loop
+            continue
         ops = [m for m in kernel.memory(in_loop=True) if m.unit == "vector" and m.kind == kind] \
             or [m for m in kernel.memory() if m.unit == "vector" and m.kind == kind]
-        if len(ops) != variant.unroll:
-            return f"{kernel.name}: {len(ops)} 128-bit {kind}s in flight, expected {variant.unroll}"
+        if len(ops) != streams * variant.unroll:
+            return f"{kernel.name}: {len(ops)} 128-bit {kind}s in flight, expected {streams * variant.unroll}"
     return None
 
 
