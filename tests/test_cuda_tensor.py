@@ -269,7 +269,7 @@ def test_sparse_workload_verifies_each_metadata_word():
     assert isinstance(w, tensor.SparseTensorWorkload)
     assert w.verify() is None
     assert w.evidence["metadata_verified"] == ["0xdddddddd", "0x88888888"]
-    assert w.evidence["guards"]["iterations"] == "iterations checked at 1 and 2"
+    assert w.evidence["guards"]["iterations"]["why"] == "iterations checked at 1 and 2"
     assert w.params["ops_counted"].startswith("dense-equivalent 2*M*N*K")
     assert w.params["shared_bytes"] == (64 * 16 + 2 * 32 * 256) * 2
     # Verification leaves the timed operands (B2 = -B1) and the timed metadata word in place.

@@ -45,7 +45,7 @@ def test_each_alu_module_holds_the_catalogs_work_in_its_types(name, variant_name
     found = spirv_census.count(compile_shader(shader, {**settings, **alu.DEFINES}))
     problem, checks = checked(test, variant, found, variant.unroll * test.accumulators)
     assert problem is None, (problem, found)
-    assert checks["work"]["ops_counted"] == checks["work"]["ops_claimed"], checks
+    assert checks["work"]["evidence"]["ops_counted"] == checks["work"]["evidence"]["ops_claimed"], checks
 
 
 def test_the_int64_module_counts_64_bit_multiply_adds():
@@ -73,7 +73,7 @@ def test_each_matrix_module_holds_unroll_x_accumulators_mma_steps(name, a, c, m,
     assert found.work == steps * 2 * m * n * k
     problem, checks = checked(test, variant, found, steps)
     assert problem is None, (problem, found)
-    assert checks["types"].endswith("(SPIR-V)")
+    assert checks["types"]["why"].endswith("(SPIR-V)")
 
 
 def test_the_workgroup_scope_module_is_counted_per_workgroup():
@@ -134,7 +134,7 @@ def test_the_matrix_workload_exposes_its_census_and_loop_items():
     assert w.loop_items == matrix_catalog.UNROLL * test.accumulators
     assert w.census.ops == {"OpCooperativeMatrixMulAddKHR 16x8x16 f16.f32": w.loop_items}
     problem, checks = checked(test, w.variant, w.census, w.loop_items)
-    assert problem is None and checks["work"]["ops_counted"] == w.loop_items * 2 * 16 * 8 * 16
+    assert problem is None and checks["work"]["evidence"]["ops_counted"] == w.loop_items * 2 * 16 * 8 * 16
 
 
 def test_a_module_without_a_loop_says_so():

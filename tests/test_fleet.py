@@ -502,3 +502,17 @@ def test_json_no_writer_of_ours_makes_is_refused(tmp_path, capsys, text, said):
 def test_a_result_path_with_a_trailing_slash_is_refused(tmp_path, capsys):
     good = write(tmp_path, fleet_of(1))[0]
     one_line_error(fleet.main([good + "/"]), *capsys.readouterr(), "names a folder")
+
+
+def test_an_ok_that_no_guard_could_verify_is_named_never_a_plain_ok(tmp_path, capsys):
+    docs = fleet_of()
+    for host in (1, 2):
+        r = result(docs[f"node{host}.json"], 0, "cuda", "memory.copy")
+        r.update(verified=False, evidence={**r["evidence"], "unverified": "bound: no spec peak for memory.copy"})
+    assert schema_problems(docs["node1.json"]) == []
+    code, out, _, report = run_fleet(tmp_path, capsys, docs)
+    assert code == 0                                  # unverified is said, not flagged
+    assert gpu_entry(report, "node1", 0, "cuda")["unverified"] == ["memory.copy"]
+    assert gpu_entry(report, "node1", 1, "cuda")["unverified"] == []
+    note = f"{MODEL} (cuda): memory.copy ok but unverified on 2 of 8 GPUs (bound: no spec peak for memory.copy)"
+    assert note in report["notes"] and note in " ".join(out.split())

@@ -49,7 +49,7 @@ def test_every_pair_with_peer_access_is_verified_and_measured(cuda_count, result
         pytest.skip("one GPU")
     assert result["status"] == "ok", result["reason"]
     assert set(result["params"]["variants"]) == {"ce", "ce_bidir", "kernel", "kernel_bidir"}
-    assert result["evidence"]["guards"]["iterations"].startswith("bytes checked at")
+    assert result["evidence"]["guards"]["iterations"]["why"].startswith("bytes checked at")
     access = result["evidence"]["p2p_access"]
     for variant, matrix in result["evidence"]["p2p_matrix"].items():
         assert len(matrix) == cuda_count

@@ -63,7 +63,7 @@ def sparse_workload(cuda_rt):
 def test_sparse_form_matches_the_host_reference(sparse_workload, cuda_rt, test, form):
     w = sparse_workload(test, form)
     assert w.verify() is None
-    assert w.evidence["guards"]["iterations"] == "iterations checked at 1 and 2"
+    assert w.evidence["guards"]["iterations"]["why"] == "iterations checked at 1 and 2"
     assert w.params["ops_counted"].startswith("dense-equivalent")
     assert "tensor_opcodes" in w.evidence, w.evidence.get("sass")
     assert form.issued(w.evidence["tensor_opcodes"]), w.evidence["tensor_opcodes"]

@@ -34,7 +34,7 @@ def test_every_transfer_ran_verified_on_both_backends(runs):
             assert set(r["params"]["variants"]) == kinds
             # copies are checked at two sizes; the mapped read (h2d's fastest on Vulkan) at two sizes
             # and over one and two passes, as memory.read is
-            checked = r["evidence"]["guards"]["iterations"]
+            checked = r["evidence"]["guards"]["iterations"]["why"]
             mapped = r["params"].get("best") == "mapped" or r["params"].get("variant") == "mapped"
             assert checked.startswith("vectors checked at" if mapped else "bytes checked at"), (r["params"], checked)
 

@@ -168,6 +168,18 @@ def test_a_rate_above_the_per_clock_peak_fails_the_clock_ceiling_guard(tmp_path,
 
 
 @lavapipe
+def test_a_stream_above_the_gpus_memory_bandwidth_fails_the_bound_guard(tmp_path, monkeypatch):
+    # lavapipe streams 1-10 GB/s; a spec whose memory moves 0.001 GB/s is the planted bound, as a
+    # host count of bytes far too high would read against the real one.
+    path = tmp_path / "slow-memory.toml"
+    path.write_text('[[gpu]]\nname = "Planted"\nboost_clock_mhz = 1000\nmemory_bandwidth_gbs = 0.001\n'
+                    '[gpu.peaks]\n"compute.fp32" = 1.0\n')
+    r = run_inprocess(tmp_path, monkeypatch, "memory.write,memory.update", "--spec", str(path))
+    for test in ("memory.write", "memory.update"):
+        assert_caught(r[test], "bound", "GB/s of spec Planted")
+
+
+@lavapipe
 def test_a_cycle_count_above_the_maximum_clock_fails_the_cycle_clock_guard(tmp_path, monkeypatch, vulkan_device):
     if not vulkan_device.rt.kernel_clock:
         pytest.skip("this driver's kernels cannot read a cycle counter")
@@ -237,9 +249,9 @@ def test_a_plain_quick_run_raises_no_false_alarm(tmp_path):
     for r in ok:
         checks = r["evidence"].get("guards", {})
         if r["test"].startswith("compute."):
-            assert checks["work"]["ops_counted"] % checks["work"]["ops_claimed"] == 0, r["test"]
-            assert checks["types"].endswith("(SPIR-V)"), r["test"]
-            assert checks["iterations"] == "iterations checked at 1 and 2", r["test"]
+            assert checks["work"]["evidence"]["ops_counted"] % checks["work"]["evidence"]["ops_claimed"] == 0, r["test"]
+            assert checks["types"]["why"].endswith("(SPIR-V)"), r["test"]
+            assert checks["iterations"]["why"] == "iterations checked at 1 and 2", r["test"]
 
 
 # -- the CUDA dialect, through the fake HIP runtime ------------------------------------------------

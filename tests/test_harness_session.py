@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from fakes import FakeClock, FakeDevice, FakeSweep, FakeWorkload, use_clock
+from fakes import FakeClock, FakeDevice, FakeSweep, FakeWorkload, fake_info, use_clock
 from peakbench.backend import Unsupported
 from peakbench.catalog import ComputeTest as Spec  # aliased: pytest would try to collect Test*
 from peakbench.catalog import Variant, default_catalog
@@ -44,7 +44,7 @@ def test_ok_reports_the_best_variant(clock):
     assert set(result.params["variants"]) == {"narrow", "wide", "mid"}
     assert result.params["variants"]["narrow"]["median"] == pytest.approx(1.0)
     assert result.params["fake_param"] == 7 and result.evidence["fake_evidence"] == "isa"
-    assert result.evidence["guards"]["clock-ceiling"] == "not checked: no spec peak"
+    assert result.evidence["guards"]["clock-ceiling"] == {"verdict": "not_checked", "why": "no spec peak"}
     assert result.stats["median"] == pytest.approx(4.0) and result.stats["samples"] == SETTINGS.min_samples
     assert result.clock_mhz == 1410.0
     assert device.prepared == [("compute.fake", "narrow"), ("compute.fake", "wide"), ("compute.fake", "mid")]
@@ -331,3 +331,54 @@ def test_a_workload_over_an_axis_continues_the_load_and_hands_it_on(clock):
     assert timed.evidence["warm_up"].startswith("continued the load before") and timed.params["point"] in (1, 2)
     assert after.evidence["warm_up"].startswith("continued the load before")
     assert len(device.workloads[0].sizes) > len(device.workloads[-1].sizes) + 20   # only the first warmed up 0.3 s
+
+
+# -- bound and verification ---------------------------------------------------------------------
+
+READ = default_catalog().get("memory.read")
+
+
+def read_on(clock, items_factor: float = 1.0):
+    """memory.read on a fake device that reads 1 GB/s (1e6 bytes a size unit in 1 ms); a host
+    whose count of bytes is off claims `items_factor` times the items."""
+    def make(test, variant):
+        w = FakeWorkload(1e-3, 1e6 / test.per_item(variant) * items_factor, clock=clock, name=variant.name)
+        session.guards.passed(w.evidence, "coverage", "planted: every vector counted")
+        return w
+    return FakeDevice({"memory.read": make}, clock=clock)
+
+
+def test_a_rate_above_the_spec_peak_fails_the_bound_guard_whatever_the_clock(clock):
+    spec = GpuSpec("Fake GPU", 2000.0, {}, data={"memory_bandwidth_gbs": 1.5})
+    good = run_test(read_on(clock), READ, SETTINGS, lambda _: None, spec)
+    assert good.status == "ok" and good.verified is True and good.value == pytest.approx(1.0)
+    assert good.evidence["guards"]["bound"] == {"verdict": "passed",
+                                                "why": "1 GB/s is 0.67x the 1.5 GB/s of spec Fake GPU"}
+    # The host counts each vector's bytes twice: 2 GB/s from a memory that does 1.5 at most.
+    doubled = run_test(read_on(clock, 2.0), READ, SETTINGS, lambda _: None, spec)
+    assert doubled.status == "failed"
+    assert doubled.reason.startswith("guard bound: variant rows: 2 GB/s is 1.33x the 1.5 GB/s of spec Fake GPU")
+
+
+def test_a_result_no_guard_could_bound_is_ok_but_unverified(clock):
+    r = run_test(read_on(clock), READ, SETTINGS, lambda _: None, None)
+    assert r.status == "ok" and r.verified is False
+    assert r.evidence["unverified"] == "bound: no spec peak for memory.read"
+    from peakbench.report.render import rows
+    from dataclasses import asdict
+    assert rows({"results": [asdict(r)]})[0][-1] == "ok (unverified: no bound)"
+
+
+def test_without_a_guard_on_its_work_a_result_is_unverified_too(clock):
+    r = run_test(FakeDevice(clock=clock), WIDE, SETTINGS, lambda _: None, FAKE_SPEC)
+    assert r.status == "ok" and r.verified is False
+    assert r.evidence["unverified"].startswith("work: no guard checks it; bound: ")
+
+
+def test_a_latency_under_one_cycle_a_load_fails_the_bound_guard():
+    latency = default_catalog().get("latency.l1")
+    spec = GpuSpec("Fake GPU", 2000.0, {})
+    from peakbench.harness import guards
+    assert guards.bound(latency, 0.6, fake_info(), spec)[0] is None          # 1.2 cycles at 2000 MHz
+    problem, _ = guards.bound(latency, 0.4, fake_info(), spec)
+    assert problem == "0.4 ns a load, one cycle at the 2000 MHz maximum (spec Fake GPU) is 0.5 ns"

@@ -79,10 +79,11 @@ def test_a_plain_run_carries_the_census_in_its_evidence(monkeypatch, tmp_path, t
                               ("compute.int8", "v_dot4c_i32_i8 i8x4")):
         r = results[name]
         assert r["status"] == "ok", r
-        work = r["evidence"]["guards"]["work"]
+        work = r["evidence"]["guards"]["work"]["evidence"]
+        assert r["evidence"]["guards"]["work"]["verdict"] == "passed"
         assert work["source"] == "AMDGPU" and instruction in work["loop_body"], work
         assert work["ops_counted"] == work["ops_claimed"], work
-        assert r["evidence"]["guards"]["types"].endswith("(AMDGPU)")
+        assert r["evidence"]["guards"]["types"]["why"].endswith("(AMDGPU)")
 
 
 def test_half_the_steps_in_the_code_object_fails_the_work_guard(monkeypatch, tmp_path, toolchain):
@@ -109,7 +110,7 @@ def test_without_llvm_objdump_the_guards_say_why(monkeypatch, tmp_path, toolchai
     code, results = run(monkeypatch, tmp_path, toolchain)
     assert code == 0
     work = results["compute.fp32"]["evidence"]["guards"]["work"]
-    assert work == f"not checked: {runtime.NO_OBJDUMP}"
+    assert work == {"verdict": "not_checked", "why": runtime.NO_OBJDUMP}
 
 
 def test_the_census_counts_the_accumulate_forms_and_skips_the_loop_counter():

@@ -539,4 +539,4 @@ def test_through_the_device_a_planted_mismatch_fails_with_the_sass_guards_reason
         cache.close()
     assert r.status == "failed", r
     assert r.reason == ("guard sass: variant x1u64: module does f16x2 arithmetic; test compute.fp32 is fp32 (f32)"), r.reason
-    assert r.evidence["guards"]["work"]["source"] == "SPIR-V"
+    assert r.evidence["guards"]["work"]["evidence"]["source"] == "SPIR-V"

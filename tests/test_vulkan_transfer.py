@@ -25,7 +25,7 @@ def test_every_transfer_test_runs_and_verifies_with_a_size_series(vulkan_device,
     assert result.status == "ok", result.reason
     kinds = {"pinned", "pageable"} | ({"mapped"} if name == "transfer.h2d" else set())
     assert result.value > 0 and set(result.params["variants"]) == kinds
-    assert result.evidence["guards"]["iterations"].startswith("bytes checked at 65536 and")
+    assert result.evidence["guards"]["iterations"]["why"].startswith("bytes checked at 65536 and")
     series = result.series
     assert series["x"] == "transfer_bytes" and series["transfer_bytes"][-1] == result.params["transfer_bytes"]
     assert all(r > 0 for r in series["GB/s"])
@@ -101,7 +101,7 @@ def test_the_mapped_read_sums_host_memory_and_a_short_read_is_caught(vulkan_devi
     try:
         assert w.host.handle is w.host.extra["arg"] and w.params["bytes_counted"] == "read by the kernel"
         assert w.verify() is None
-        assert w.evidence["guards"]["iterations"] == f"vectors checked at {w.step} and {2 * w.step}, passes at 1 and 2"
+        assert w.evidence["guards"]["iterations"]["why"] == f"vectors checked at {w.step} and {2 * w.step}, passes at 1 and 2"
         assert w.items(3) == 3 * w.nbytes and w.run(1) > 0
         w.host.array[2 * w.step * 16 - 1] ^= 1        # the host's byte changes: the kernel's sums must too
         problem = w.verify()

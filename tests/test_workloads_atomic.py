@@ -45,7 +45,7 @@ def test_vulkan_kernels_leave_the_host_sums(vulkan_device, test):
         w = vulkan_device.prepare(test, variant)
         try:
             assert w.verify() is None
-            assert w.evidence["guards"]["iterations"] == "iterations checked at 1 and 2"
+            assert w.evidence["guards"]["iterations"]["why"] == "iterations checked at 1 and 2"
             assert w.items(3) == 3 * w.threads * variant.unroll and test.per_item(variant) == 1
             if test.contended:
                 assert w.params["threads_per_address"] == vulkan_device.rt.limits.warp

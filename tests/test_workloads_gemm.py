@@ -95,7 +95,7 @@ def test_fp8_and_bf16_decode_by_their_formats():
 def test_every_gemm_test_verifies_and_counts_one_item_per_gemm(test):
     w, lib = workload(test)
     assert w.verify() is None, w.evidence
-    assert "checked at 1 and 2" in w.evidence["guards"]["iterations"]
+    assert "checked at 1 and 2" in w.evidence["guards"]["iterations"]["why"]
     assert w.run(5) == pytest.approx(5e-3) and w.items(5) == 5
     assert w.params["m"] == 96 and w.params["output"] == test.output
     desc = next(o for o in lib.objects.values() if o["kind"] == "desc")

@@ -84,7 +84,7 @@ def test_onchip_workloads_verify_and_spoiled_data_fails(vulkan_device, name):
     w = vulkan_device.prepare(test, test.variants[0])
     try:
         assert w.verify() is None
-        assert "checked at 1 and 2" in w.evidence["guards"]["iterations"]
+        assert "checked at 1 and 2" in w.evidence["guards"]["iterations"]["why"]
         assert w.items(2) == 2 * w.items(1) > 0
         rt = vulkan_device.rt
         if name == "latency.shared":

@@ -108,7 +108,7 @@ def test_every_pair_is_verified_measured_and_in_the_matrix(name):
     w = workload(peers, name)
     try:
         assert w.verify() is None
-        assert w.evidence["guards"]["iterations"] == f"bytes checked at 65536 and {NBYTES}"
+        assert w.evidence["guards"]["iterations"]["why"] == f"bytes checked at 65536 and {NBYTES}"
         checked = {(c[1], c[2]) for c in peers.copies}
         assert checked == {(a, b) for a in range(4) for b in range(4) if a != b}
         v = take(w, lambda: 1500.0)

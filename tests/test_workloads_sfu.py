@@ -65,7 +65,7 @@ def test_vulkan_kernel_matches_the_host_reference(vulkan_device, test, variant):
     w = vulkan_device.prepare(test, variant)
     try:
         assert w.verify() is None
-        assert w.evidence["guards"]["iterations"] == "iterations checked at 1 and 2"
+        assert w.evidence["guards"]["iterations"]["why"] == "iterations checked at 1 and 2"
         assert w.items(3) == 3 * w.threads * variant.unroll * variant.accumulators
         assert test.per_item(variant) == 1
     finally:

@@ -447,7 +447,7 @@ def test_a_kernel_that_skips_the_far_part_of_the_buffer_fails_the_coverage_guard
             assert "vector 4096 of 1048576 (and 1044479 more of vectors 0 to 1048575) differs" in problem
         rt.fake.kernels["stream"] = stream_player()
         assert w.verify() is None                     # and the source is refilled after the count
-        assert w.evidence["guards"]["coverage"].startswith("all 1048576 vectors" if layout == "tile" else "one pass")
+        assert w.evidence["guards"]["coverage"]["why"].startswith("all 1048576 vectors" if layout == "tile" else "one pass")
     finally:
         w.close()
 
@@ -458,7 +458,7 @@ def test_the_read_count_passes_a_good_kernel_and_refills_the_source(rt):
     w = stream.StreamWorkload(spec, next(v for v in spec.variants if v.name == "chunk"), rt, kernels.STREAM)
     try:
         assert w.verify() is None
-        assert w.evidence["guards"]["coverage"] == "one pass over all 1048576 vectors counted"
+        assert w.evidence["guards"]["coverage"]["why"] == "one pass over all 1048576 vectors counted"
         got = np.frombuffer(rt.download(w.src, 64), np.uint32).reshape(4, 4)
         assert (got == stream.filled(4)).all()                           # refilled for the measurement
     finally:

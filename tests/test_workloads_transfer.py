@@ -90,7 +90,7 @@ def test_the_catalog_has_three_directions_two_host_memories_and_counts_bytes():
 def test_a_correct_link_verifies_at_two_sizes(name, kind):
     w, link = make(name, kind)
     assert w.verify() is None
-    assert w.evidence["guards"]["iterations"] == f"bytes checked at 65536 and {1 << 20}"
+    assert w.evidence["guards"]["iterations"]["why"] == f"bytes checked at 65536 and {1 << 20}"
     assert [c[1] for c in link.calls] == [65536, 1 << 20]
     assert w.params["transfer_bytes"] == 1 << 20 and w.params["host_memory"] == kind
 

@@ -1,6 +1,8 @@
 """The run's checks of itself: what a kernel did against what the catalog claims, once for every
-backend. A guard that finds a lie fails the test with a reason that names it ("guard work: ...");
-one that cannot look says "not checked: <why>" in the result's evidence["guards"] and never fails.
+backend. Each guard's verdict goes into the result's evidence["guards"] ({"verdict": "passed",
+"failed" or "not_checked", "why": ...}); one that finds a lie fails the test with a reason that
+names it ("guard work: ..."); one that cannot look says why and never fails, and a result whose
+work or bound no guard could check is reported unverified (`verification`).
 
   types          the operand types of the loop's arithmetic (from the compiled kernel) are the
                  test's; a catalog entry with no kernel is never run
@@ -14,6 +16,8 @@ one that cannot look says "not checked: <why>" in the result's evidence["guards"
   timer          GPU time agrees with host wall time, for launches long enough to tell
                  (the latency sweep's timed launches too)
   clock-ceiling  a rate is not above the spec's per-clock peak at the measured clock
+  bound          a rate whose peak does not scale with the clock is not above the spec's peak; a
+                 latency is not under one cycle of the device's highest clock a load
   cycle-clock    the chase's cycle counter implies no clock above the device's maximum
   chase-stride   the chase's nodes are at least a cache line apart
 """
@@ -51,8 +55,36 @@ PORTABLE = "SPIR-V"
 CACHE_LINE = {0x10DE: 128, 0x1002: 128, 0x8086: 64}
 
 
+NOT_CHECKED = "not checked: "
+
+
 def reason(guard: str, text: str) -> str:
     return f"guard {guard}: {text}"
+
+
+def verdict(problem: str | None, found: str | dict) -> dict:
+    """A guard's entry in evidence["guards"] from what it returned: (problem, evidence), the
+    evidence a sentence, "not checked: <why>", or what it counted (kept under "evidence")."""
+    if problem:
+        entry = {"verdict": "failed", "why": problem}
+    elif isinstance(found, str) and found.startswith(NOT_CHECKED):
+        entry = {"verdict": "not_checked", "why": found[len(NOT_CHECKED):]}
+    else:
+        entry = {"verdict": "passed", "why": found if isinstance(found, str) else counted(found)}
+    if isinstance(found, dict):
+        entry["evidence"] = found
+    return entry
+
+
+def passed(evidence: dict, guard: str, why: str) -> None:
+    """A workload's own guard (iterations, coverage) that looked and found the work done."""
+    evidence.setdefault("guards", {})[guard] = {"verdict": "passed", "why": why}
+
+
+def counted(found: dict) -> str:
+    """The work guard's count in a sentence."""
+    text = f"{found['ops_counted']:g} ops in the loop body ({found['source']}), the catalog claims {found['ops_claimed']:g}"
+    return text + (f": the loop unrolled {found['unrolled']}x" if found.get("unrolled") else "")
 
 
 def element(t: str) -> str:
@@ -193,7 +225,7 @@ def at_counts(counts: tuple[int, ...], check, noun: str, evidence: dict) -> str 
                                         f" (it matched after {counts[0]}): {problem}")
         if problem:
             return problem
-    evidence.setdefault("guards", {})["iterations"] = f"{noun} checked at {' and '.join(map(str, counts))}"
+    passed(evidence, "iterations", f"{noun} checked at {' and '.join(map(str, counts))}")
     return None
 
 
@@ -220,6 +252,44 @@ def clock_ceiling(test, value: float, clock_mhz: float | None, spec) -> tuple[st
     if at_highest > 1 + TOLERANCE:
         return f"{text} ({at_highest:.2f}x even at the {highest:.0f} MHz boost clock)", text
     return None, f"{text}: the clock reading looks low (at the {highest:.0f} MHz boost clock it is {at_highest:.2f}x)"
+
+
+def bound(test, value: float, info, spec) -> tuple[str | None, str]:
+    """(problem, evidence) of a result whose peak does not scale with the core clock against the
+    physical bound the run knows: a rate at most the spec's peak (DRAM from the GPU's memory
+    bandwidth, transfers from its links), a latency at least one cycle of the device's highest
+    clock a load."""
+    if test.higher_is_better:
+        peak = spec.peak(test.name) if spec else None
+        if peak is None:
+            return None, f"{NOT_CHECKED}no spec peak for {test.name}"
+        text = f"{value:.4g} {test.unit} is {value / peak:.2f}x the {peak:.4g} {test.unit} of spec {spec.name}"
+        return (text if value > peak * (1 + TOLERANCE) else None), text
+    if test.family != "latency":
+        return None, f"{NOT_CHECKED}no bound on a {test.unit} time but the host's"
+    most, where = max_clock_mhz(info, spec)
+    if most is None:
+        return None, f"{NOT_CHECKED}no maximum clock known for {info.name}"
+    floor = 1e3 / most
+    text = f"{value:.4g} ns a load, one cycle at the {most:.0f} MHz maximum ({where}) is {floor:.3g} ns"
+    return (text if value < floor * (1 - TOLERANCE) else None), text
+
+
+# The guards that prove a result's work (the kernel did what the count claims) and those that
+# bound its value (no more than the hardware can do): a result with neither passed is unverified.
+WORK_GUARDS = ("work", "sass", "iterations", "coverage", "cycles")
+BOUND_GUARDS = ("clock-ceiling", "bound", "cycle-clock")
+
+
+def unverified(checks: dict) -> str | None:
+    """Why an ok result's work or bound went unchecked ("work: ...; bound: ..."), or None."""
+    missing = []
+    for what, names in (("work", WORK_GUARDS), ("bound", BOUND_GUARDS)):
+        entries = [checks[n] for n in names if isinstance(checks.get(n), dict)]
+        if not any(e.get("verdict") == "passed" for e in entries):
+            why = next((e["why"] for e in entries if e.get("verdict") == "not_checked"), "no guard checks it")
+            missing.append(f"{what}: {why}")
+    return "; ".join(missing) or None
 
 
 def max_clock_mhz(info, spec) -> tuple[float | None, str]:

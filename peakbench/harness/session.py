@@ -92,8 +92,9 @@ def failed(test: TestSpec, variant, problem: str, params: dict, evidence: dict) 
 
 
 def _apply(checks: dict, name: str, found: tuple) -> str | None:
-    """Record a guard's evidence; its problem as a reason, or None."""
-    problem, checks[name] = found
+    """Record a guard's verdict; its problem as a reason, or None."""
+    problem, evidence = found
+    checks[name] = guards.verdict(problem, evidence)
     return guards.reason(name, problem) if problem else None
 
 
@@ -115,7 +116,8 @@ def static_guards(test: TestSpec, variant, workload, device, spec, checks: dict)
 
 
 def measured_guards(test: TestSpec, v: VariantResult, device, spec, checks: dict) -> str | None:
-    """The guards that read a measurement: the timer, the rate's and the cycle counter's clocks."""
+    """The guards that read a measurement: the timer, the rate's and the cycle counter's clocks,
+    the physical bound."""
     problem = None
     if v.timing:
         problem = _apply(checks, "timer", guards.timer(v.timing, device.info.kind == "cpu"))
@@ -125,6 +127,8 @@ def measured_guards(test: TestSpec, v: VariantResult, device, spec, checks: dict
         problem = _apply(checks, "cycle-clock", guards.cycle_clock(v.clock_mhz, device.info, spec))
         problem = problem or _apply(checks, "cycles", guards.cycles_agree(
             v.summary.median, v.clock_mhz, v.params.get("cycles"), v.params.get("cycles_implied")))
+    if not problem and not test.clocked:
+        problem = _apply(checks, "bound", guards.bound(test, v.summary.median, device.info, spec))
     return problem
 
 
@@ -227,9 +231,12 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
     evidence = dict(best.evidence)
     # A sweep is taken once per test, by the variant that offers one, whichever variant wins.
     series = evidence.pop("series", None) or next((v.evidence["series"] for v in variants if v.evidence.get("series")), None)
+    unchecked = guards.unverified(evidence.get("guards", {}))
+    if unchecked:
+        evidence["unverified"] = unchecked
     result = Result(test.name, "ok", test.unit, value=round_significant(best.summary.median, 4),
                     stats=best.summary.as_json(), clock_mhz=best.clock_mhz, params=params,
-                    evidence=evidence, series=series, samples=list(best.samples))
+                    evidence=evidence, series=series, samples=list(best.samples), verified=unchecked is None)
     return result, best.window
 
 

@@ -376,6 +376,7 @@ def _judge_group(model: str, backend: str, group: list[Gpu], floors: Floors, bef
             _check(gpu, test, gpu.results[test], unit, lower, ref, stats["floor"], threshold_pct, mads)
     notes = [f"{label}: {', '.join(t)} unsupported (the others of its group measured it)"
              for label, t in unsupported.items()]
+    notes += unverified_notes(model, backend, group)
     against = "the baseline's medians where it has them, the floors" if before else "the floors"
     if len(group) < MIN_PEERS:
         notes.append(f"{model} ({backend}): {len(group)} GPU{'s' if len(group) > 1 else ''}, too few to compare "
@@ -384,6 +385,23 @@ def _judge_group(model: str, backend: str, group: list[Gpu], floors: Floors, bef
         notes.append(f"{model} ({backend}): {', '.join(few)} measured on fewer than {MIN_PEERS} GPUs: "
                      f"judged by {against} and failed tests only")
     return {"model": model, "backend": backend, "gpus": len(group), "tests": tests}, regressions, notes
+
+
+def unverified(gpu: Gpu) -> dict[str, str]:
+    """The tests of a GPU that are ok but unverified (no guard could check their work or bound),
+    and why."""
+    return {t: (r.get("evidence") or {}).get("unverified") or "no guard could check it"
+            for t, r in gpu.results.items() if r.get("status") == "ok" and r.get("verified") is False}
+
+
+def unverified_notes(model: str, backend: str, group: list[Gpu]) -> list[str]:
+    """One note per test that is ok but unverified on some GPUs of a group: never a plain ok."""
+    by_test: dict[str, tuple[list[Gpu], str]] = {}
+    for gpu in group:
+        for test, why in unverified(gpu).items():
+            by_test.setdefault(test, ([], why))[0].append(gpu)
+    return [f"{model} ({backend}): {test} ok but unverified on {len(gpus)} of {len(group)} GPUs ({why})"
+            for test, (gpus, why) in by_test.items()]
 
 
 def _worse_pct(value: float, reference: float, lower: bool) -> float:
@@ -508,7 +526,8 @@ def to_json(report: Report) -> dict:
     return {"schema": SCHEMA, "created": created, "threshold_pct": report.threshold_pct, "mads": report.mads,
             "groups": report.groups,
             "gpus": [{"host": g.host, "uuid": g.uuid, "index": g.index, "pci_bus": g.pci_bus, "model": g.model,
-                      "backend": g.backend, "source": g.source, "flagged": g.flagged, "verdict": g.verdict}
+                      "backend": g.backend, "source": g.source, "flagged": g.flagged, "verdict": g.verdict,
+                      "unverified": sorted(unverified(g))}
                      for g in report.gpus],
             "regressions": report.regressions, "notes": report.notes}
 

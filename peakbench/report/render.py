@@ -52,6 +52,10 @@ def _status(r: dict) -> str:
     spread = (r.get("stats") or {}).get("spread_pct")
     if isinstance(spread, (int, float)) and spread > 5:
         marks.insert(0, f"noisy: spread {spread:.0f}%")
+    if r.get("verified") is False:       # the short form; evidence.unverified says why in full
+        why = str((r.get("evidence") or {}).get("unverified") or "work: ; bound: ")
+        missing = [f"no {'work check' if part.startswith('work') else 'bound'}" for part in why.split("; ")]
+        marks.insert(0, f"unverified: {', '.join(missing)}")
     ratio = (r.get("evidence") or {}).get("matrix_ratio")
     if isinstance(ratio, dict) and isinstance(ratio.get("ratio"), (int, float)):
         marks.append(f"{ratio['ratio']:.2f} of {ratio.get('of')}")

@@ -49,6 +49,7 @@ class Result:
     energy_j: float | None = None            # mean board power x the timed samples' duration
     efficiency: dict | None = None           # {"value", "unit"}: the value per watt
     elapsed_s: float | None = None           # wall time of the test: compiles, checks, sweeps and samples
+    verified: bool | None = None             # ok: a guard proved its work and one its bound (else evidence["unverified"] says why)
 
     def __post_init__(self):
         if self.status not in STATUSES:

@@ -382,7 +382,7 @@ class StreamWorkload(Workload):
             got = np.frombuffer(self.rt.download(self.dst, 2 * outputs * 16), np.uint32)
             problem = check_wrapped(self.mode, got, n, self.block, self.unroll, self.layout)
             if problem is None:
-                self.evidence.setdefault("guards", {})["iterations"] = "2 passes checked, the second wrapping"
+                guards.passed(self.evidence, "iterations", "2 passes checked, the second wrapping")
             return problem
 
         def check(passes: int) -> str | None:
@@ -413,7 +413,7 @@ class StreamWorkload(Workload):
             text = f"all {self.n_vec} vectors as the host's after one pass over known contents"
         if problem:
             return guards.reason("coverage", problem)
-        self.evidence.setdefault("guards", {})["coverage"] = text
+        guards.passed(self.evidence, "coverage", text)
         return None
 
     def _count_reads(self, passes: int) -> str | None:

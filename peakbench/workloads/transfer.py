@@ -260,8 +260,8 @@ class MappedReadWorkload(Workload):
                    or guards.at_counts(stream.VERIFY_PASSES, lambda passes: check(steps[1], passes), "passes",
                                        self.evidence))
         if problem is None:
-            self.evidence["guards"]["iterations"] = (f"vectors checked at {steps[0]} and {steps[1]}, passes at"
-                                                     f" {' and '.join(map(str, stream.VERIFY_PASSES))}")
+            guards.passed(self.evidence, "iterations", f"vectors checked at {steps[0]} and {steps[1]}, passes at"
+                                                       f" {' and '.join(map(str, stream.VERIFY_PASSES))}")
         return problem
 
     def close(self) -> None:
