@@ -369,6 +369,8 @@ def test_streams_verify_and_count_their_bytes(rt, test, layout):
         if layout == "rows":          # one launch of 3 passes' columns: 3 * 1 Mi vectors / (1024 threads * 32)
             assert len(runs) == 1 and runs[0]["grid"][0] == 96
             assert runs[0]["block"][0] == w.block == 1024
+        elif test == "memory.update":  # a launch a pass (adds to one vector must not race): 1 Mi / 256 tiles each
+            assert [r["grid"][0] for r in runs] == [4096] * 3
         elif layout == "tile":        # one launch of 3 passes' tiles, one block per tile: 3 * 1 Mi / (256 * 1)
             assert len(runs) == 1 and runs[0]["grid"][0] == 12_288
         else:                         # a resident grid (2 blocks per CU), the passes inside
@@ -382,7 +384,7 @@ def test_streams_verify_and_count_their_bytes(rt, test, layout):
                                                ("memory.read", "rows", "layout"), ("memory.read", "rows", "wrap"),
                                                ("memory.write", "tile", "short"), ("memory.write", "tile", "wrap"),
                                                ("memory.copy", "tile", "short"), ("memory.copy", "tile", "wrap"),
-                                               ("memory.update", "tile", "short"), ("memory.update", "tile", "wrap")])
+                                               ("memory.update", "tile", "short")])   # update: no wrap, a launch a pass
 def test_a_kernel_that_reads_or_writes_the_wrong_vectors_fails(rt, test, layout, bug):
     rt.fake.kernels["stream"] = stream_player(bug)
     spec = CATALOG.get(test)
