@@ -43,7 +43,7 @@ def test_names_and_units():
             "compute", "sfu", "atomic", "matrix", "gemm", "memory", "latency", "launch", "transfer")
         assert t.unit in ("TFLOPS", "TOPS", "GOPS", "GB/s", "ns", "us")
         if t.family == "compute":
-            assert t.unit == ("TOPS" if t.dtype.startswith("int") or ".int" in t.name else "TFLOPS"), t.name
+            assert t.unit == ("TOPS" if t.dtype.startswith(("int", "uint")) or ".int" in t.name else "TFLOPS"), t.name
     assert len(set(CATALOG.names())) == len(CATALOG.names())
 
 

@@ -225,7 +225,8 @@ def origin(defs: dict, rid: str):
 def test_integer_kernels_multiply_by_b_not_by_themselves(disassembled, test, variant):
     _, insts = disassembled(test, variant)
     defs = {rid: (op, args) for rid, _, op, args in insts}
-    t = type_name("i", int(test.dtype[3:]), variant.width)
+    sign, bits = ("u", test.dtype[4:]) if test.dtype.startswith("u") else ("i", test.dtype[3:])    # uint16: u16
+    t = type_name(sign, int(bits), variant.width)
     muls = [args for _, rtype, op, args in insts if op == "OpIMul" and rtype == t]
     assert muls, f"no OpIMul on {t}"
     squares = [a for a in muls if origin(defs, a[0]) == origin(defs, a[1])]
