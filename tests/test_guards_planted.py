@@ -183,8 +183,12 @@ def test_a_stream_above_the_gpus_memory_bandwidth_fails_the_bound_guard(tmp_path
 def test_a_cycle_count_above_the_maximum_clock_fails_the_cycle_clock_guard(tmp_path, monkeypatch, vulkan_device):
     if not vulkan_device.rt.kernel_clock:
         pytest.skip("this driver's kernels cannot read a cycle counter")
-    r = run_inprocess(tmp_path, monkeypatch, "latency.l1", "--spec", spec_file(tmp_path, 1.0, 1))
-    assert_caught(r["latency.l1"], "cycle-clock", "the device's maximum is 1 MHz")
+    # Every level the sweep finds fails; a loaded lavapipe may find no L1 plateau, never none at all.
+    r = run_inprocess(tmp_path, monkeypatch, "latency.l1,latency.dram", "--spec", spec_file(tmp_path, 1.0, 1))
+    found = [t for t, result in r.items() if result["status"] != "unsupported"]
+    assert found
+    for t in found:
+        assert_caught(r[t], "cycle-clock", "the device's maximum is 1 MHz")
 
 
 @lavapipe
