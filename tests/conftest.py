@@ -183,6 +183,8 @@ def _result_documents_checked():
         else:
             problems = schema_problems(written) if isinstance(written, dict) else ["not a JSON object"]
             _schema_violations.extend(f"{path}: {p}" for p in problems)
+            _schema_violations.extend(f"{path}: {r['test']}: {p}" for r in results_of(written)
+                                      if (p := result.sample_problem(r)))
         return original(*args, **kwargs)
 
     with pytest.MonkeyPatch.context() as mp:
@@ -191,6 +193,13 @@ def _result_documents_checked():
                 if value is original:           # `save_json` or an alias of it
                     mp.setattr(module, name, save_json)
         yield
+
+
+def results_of(doc) -> list[dict]:
+    """Every result of a document, for the checks every reader makes (its samples' statistics)."""
+    runs = doc.get("runs") if isinstance(doc, dict) else None
+    return [r for run in runs if isinstance(run, dict) for r in run.get("results", []) if isinstance(r, dict)] \
+        if isinstance(runs, list) else []
 
 
 @pytest.fixture(autouse=True)

@@ -516,3 +516,17 @@ def test_an_ok_that_no_guard_could_verify_is_named_never_a_plain_ok(tmp_path, ca
     assert gpu_entry(report, "node1", 1, "cuda")["unverified"] == []
     note = f"{MODEL} (cuda): memory.copy ok but unverified on 2 of 8 GPUs (bound: no spec peak for memory.copy)"
     assert note in report["notes"] and note in " ".join(out.split())
+
+
+def test_a_gpu_whose_value_is_not_its_samples_median_fails(tmp_path, capsys):
+    # A statistic taken from the wrong sample: node2's CUDA memory.read reports its best sample.
+    docs = fleet_of()
+    r = result(docs["node2.json"], 1, "cuda", "memory.read")
+    r["samples"] = [0.98 * r["value"], r["value"], 1.02 * r["value"]]
+    r["stats"] = {**r["stats"], "samples": 3, "min": round(0.98 * r["value"], 1), "max": round(1.02 * r["value"], 1)}
+    r["value"] = r["stats"]["median"] = r["stats"]["max"]
+    code, _, _, report = run_fleet(tmp_path, capsys, docs)
+    assert code == 1
+    gpu = gpu_entry(report, "node2", 1, "cuda")
+    assert gpu["verdict"] == "failed"
+    assert gpu["flagged"][0]["reason"].startswith("memory.read failed: the value does not follow from its samples:")

@@ -15,6 +15,7 @@ import pytest
 
 from helpers import ROOT, run_peakbench
 from peakbench.harness import cluster as ray_driver
+from peakbench.harness.stats import round_significant, summarize
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -61,7 +62,10 @@ def test_every_gpu_of_every_node_is_measured_and_a_planted_slow_one_is_flagged(c
     for host, scale in (("twin-1", 1.0), ("twin-2", 1.0), ("planted", 0.9)):
         doc = copy.deepcopy(slower)
         doc["host"]["hostname"] = host
-        doc["runs"][0]["results"][0]["value"] *= scale
+        r = doc["runs"][0]["results"][0]      # a slower GPU's samples are slower: the value follows from them
+        r["samples"] = [x * scale for x in r["samples"]]
+        summary = summarize(r["samples"])
+        r["value"], r["stats"] = round_significant(summary.median, 4), {**r["stats"], **summary.as_json()}
         (results / f"{host}.json").write_text(json.dumps(doc))
     p = run_peakbench("fleet", *map(str, sorted(results.glob("*.json"))), "--json", str(report))
     assert p.returncode == 1, p.stdout + p.stderr

@@ -166,3 +166,47 @@ def test_the_example_in_the_format_page_validates():
     text = (ROOT / "docs" / "result-format.md").read_text()
     example = text.split("```json\n", 1)[1].split("```", 1)[0]
     assert schema_problems(json.loads(example)) == []
+
+
+# -- statistics tied to samples: what every reader recomputes --------------------------------------
+
+def _measured(tmp_path, capsys) -> dict:
+    out = tmp_path / "run.json"
+    assert cli.main(["--backend", "vulkan", "--quick", "--tests", "compute.fp32,memory.write", "--json", str(out)]) == 0
+    capsys.readouterr()
+    return json.loads(out.read_text())
+
+
+def test_a_value_taken_from_the_wrong_sample_is_failed_when_read(tmp_path, capsys, vulkan_backend):
+    doc = _measured(tmp_path, capsys)
+    loaded = load_json(_saved(tmp_path, "good.json", doc))
+    assert [r["status"] for r in loaded["runs"][0]["results"]] == ["ok", "ok"]      # a real run follows
+    planted = copy.deepcopy(doc)
+    r = planted["runs"][0]["results"][1]
+    r["value"] = r["stats"]["median"] = r["stats"]["max"]         # the best sample, not the median
+    if r["stats"]["max"] == doc["runs"][0]["results"][1]["stats"]["median"]:
+        pytest.skip("the samples' median is their maximum: nothing planted")
+    loaded = load_json(_saved(tmp_path, "planted.json", planted))
+    got = loaded["runs"][0]["results"][1]
+    assert got["status"] == "failed" and got["value"] is None
+    assert got["reason"].startswith("the value does not follow from its samples: its value ")
+    assert f"is not the median of its {len(r['samples'])} samples" in got["reason"]
+    assert loaded["runs"][0]["results"][0]["status"] == "ok"
+
+
+def test_statistics_that_do_not_match_the_samples_are_failed_too():
+    from peakbench.report.result import sample_problem
+    r = {"status": "ok", "value": 2.0, "stats": {"median": 2.0, "min": 1.0, "max": 3.0, "samples": 3},
+         "samples": [1.0, 2.0, 3.0]}
+    assert sample_problem(r) is None
+    assert sample_problem({**r, "stats": {**r["stats"], "max": 4.0}}) == "its stats.max 4.0 is not its samples' 3"
+    assert sample_problem({**r, "stats": {**r["stats"], "samples": 10}}) == "its stats.samples 10 is not its samples' 3"
+    assert sample_problem({**r, "samples": [1.0, float("nan"), 3.0]}) == "its samples are not all finite numbers"
+    assert sample_problem({**r, "samples": None}) is None          # an older document: nothing to recompute
+    assert sample_problem({**r, "status": "failed", "value": None}) is None
+
+
+def _saved(tmp_path, name: str, doc: dict) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path

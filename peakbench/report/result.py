@@ -338,6 +338,39 @@ def read_json_text(path: str | Path, what: str) -> object:
         raise ResultFileError(f"{what} is not valid JSON: {e}") from None
 
 
+def sample_problem(r: dict) -> str | None:
+    """Why an ok result's value and statistics do not follow from the samples it kept, or None
+    (a result without samples, as an older peakbench wrote them, has nothing to recompute)."""
+    from peakbench.harness.stats import median, round_significant
+    samples = r.get("samples")
+    if r.get("status") != "ok" or not samples:
+        return None
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in samples):
+        return "its samples are not all finite numbers"
+    typical = round_significant(median(samples), 4)
+    if r.get("value") != typical:
+        return f"its value {r.get('value')} is not the median of its {len(samples)} samples, {typical:g}"
+    stats = r.get("stats") or {}
+    for key, want in (("median", typical), ("min", round_significant(min(samples), 4)),
+                      ("max", round_significant(max(samples), 4)), ("samples", len(samples))):
+        if key in stats and stats[key] != want:
+            return f"its stats.{key} {stats[key]} is not its samples' {want:g}"
+    return None
+
+
+def recheck(doc: dict) -> dict:
+    """The document with every ok result whose value does not follow from its samples (a
+    statistic taken from the wrong sample, a hand edit) turned failed, saying why: what every
+    reader (compare, fleet) does on loading."""
+    for run in doc.get("runs", []):
+        for i, r in enumerate(run.get("results", [])):
+            problem = sample_problem(r) if isinstance(r, dict) else None
+            if problem:
+                run["results"][i] = {**r, "status": "failed", "value": None,
+                                     "reason": f"the value does not follow from its samples: {problem}"}
+    return doc
+
+
 def load_json(path: str | Path) -> dict:
     doc = read_json_text(path, str(path))
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
@@ -355,7 +388,7 @@ def load_json(path: str | Path) -> dict:
         problem = _run_problem(run)
         if problem:
             raise ResultFileError(f"{path}: run {i}: {problem}")
-    return doc
+    return recheck(doc)
 
 
 def refuse_inputs(outputs: dict[str, Output], inputs: dict[str, str]) -> None:
