@@ -139,3 +139,37 @@ def test_a_latency_and_its_counters_cycles_must_agree():
     assert problem == text == ("5 ns at 1980 MHz: the count of loads implies 9.9 cycles a load;"
                                " the counter read 19.8")
     assert guards.cycles_agree(10.0, None, None, None) == (None, "not checked: no cycle counter")
+
+
+# -- bounds the vendor does not publish, from a test that bounds them -----------------------------
+def h200():
+    from peakbench.specs import find, load_database
+    return find(load_database(), "NVIDIA H200 SXM")
+
+
+def test_a_test_without_a_vendor_peak_is_bounded_by_the_one_its_descriptor_names():
+    spec = h200()
+    assert spec.peak("compute.int64") is None                     # no % of spec: the vendor gives none
+    value, mhz, where = spec.ceiling("compute.int64")
+    assert (value, mhz) == (33.5, 1980.0)                          # 1 x compute.int32's 33.5 TOPS
+    assert where.startswith("1 x compute.int32's peak of spec NVIDIA H200 SXM: a 64-bit multiply-add")
+    assert spec.ceiling("atomic.shared_add")[0] == 33454 / 4       # a word a bank and clock: 8363.5 GOPS
+    assert spec.ceiling("sfu.sqrt")[0] == spec.peak("sfu.rsqrt")
+    assert spec.ceiling("memory.l2") is None                       # nothing bounds it yet
+
+
+def test_an_int64_rate_above_int32s_peak_fails_the_clock_ceiling():
+    from peakbench.catalog import default_catalog
+    int64 = default_catalog().get("compute.int64")
+    assert guards.clock_ceiling(int64, 8.33, 1980.0, h200())[0] is None
+    problem, _ = guards.clock_ceiling(int64, 503.0, 1980.0, h200())   # a host count 60x too high
+    assert problem.startswith("503 TOPS is 15.01x the per-clock peak at 1980 MHz (1 x compute.int32's peak")
+
+
+def test_shared_atomics_above_a_word_a_bank_and_clock_fail_the_bound():
+    from peakbench.catalog import default_catalog
+    shared = default_catalog().get("atomic.shared_add")
+    info = SimpleNamespace(name="NVIDIA H200", kind="gpu", vendor_id=0x10DE)
+    assert guards.bound(shared, 8349.0, info, h200())[0] is None
+    problem, _ = guards.bound(shared, 17 * 8349.0, info, h200())
+    assert problem.startswith("1.419e+05 GOPS is 16.97x the 8364 GOPS bound, 0.25 x memory.shared's peak of spec")

@@ -32,8 +32,8 @@ def element(dtype: str) -> Variant:
 VARIANTS = (element("u32"), element("f32"))
 
 
-def _atomic(name: str, space: str, contended: bool, description: str) -> AtomicTest:
-    return AtomicTest(name, "GOPS", "atomic", "u32", VARIANTS, 1, description, space, contended)
+def _atomic(name: str, space: str, contended: bool, description: str, **bound) -> AtomicTest:
+    return AtomicTest(name, "GOPS", "atomic", "u32", VARIANTS, 1, description, space, contended, **bound)
 
 
 TESTS = (
@@ -42,5 +42,6 @@ TESTS = (
     _atomic("atomic.global_add_contended", "global", True,
             "32-bit atomic add to global memory, one address per warp/wavefront (1 op per add)"),
     _atomic("atomic.shared_add", "shared", False,
-            "32-bit atomic add to shared memory / LDS, each thread its own address (1 op per add)"),
+            "32-bit atomic add to shared memory / LDS, each thread its own address (1 op per add)",
+            bound_from=("memory.shared", 0.25, "each add reads and writes a 4-byte word of a bank, at most one a bank and clock")),
 )

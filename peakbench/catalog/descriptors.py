@@ -34,6 +34,9 @@ class TestSpec:
     # The GPU's own figure (a spec entry's field) that is this test's peak where the entry names
     # none for it: a DRAM stream's is memory_bandwidth_gbs, whatever its mode or layout.
     peak_from: str = field(default="", kw_only=True)
+    # Where the vendor publishes no peak, the test whose peak bounds this one: (test, factor, why).
+    # Not a peak (no % of spec), a ceiling the guards hold the value under.
+    bound_from: tuple = field(default=(), kw_only=True)
 
     # Whether the test's peak scales with the core clock (arithmetic, shared memory); DRAM, caches
     # in their own clock domain, the host link and latencies do not.

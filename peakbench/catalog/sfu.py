@@ -37,14 +37,15 @@ def chains(accumulators: int, unroll: int) -> Variant:
 VARIANTS = (chains(8, 32), chains(16, 16))
 
 
-def _sfu(function: str, description: str) -> SfuTest:
-    return SfuTest(f"sfu.{function}", "TOPS", "sfu", "fp32", VARIANTS, 8, description)
+def _sfu(function: str, description: str, **bound) -> SfuTest:
+    return SfuTest(f"sfu.{function}", "TOPS", "sfu", "fp32", VARIANTS, 8, description, **bound)
 
 
 TESTS = (
     _sfu("rcp", "FP32 reciprocal 1/x, the approximate hardware path (1 op per result)"),
     _sfu("rsqrt", "FP32 reciprocal square root, the approximate hardware path (1 op per result)"),
-    _sfu("sqrt", "FP32 square root, the approximate hardware path (1 op per result)"),
+    _sfu("sqrt", "FP32 square root, the approximate hardware path (1 op per result)",
+         bound_from=("sfu.rsqrt", 1, "a square root issues at least one special-function instruction, as rsqrt")),
     _sfu("exp2", "FP32 base-2 exponential, the approximate hardware path (1 op per result)"),
     _sfu("log2", "FP32 base-2 logarithm, the approximate hardware path (1 op per result)"),
     _sfu("sin", "FP32 sine, the approximate hardware path (1 op per result)"),

@@ -237,14 +237,17 @@ def clock_ceiling(test, value: float, clock_mhz: float | None, spec) -> tuple[st
     PERFORMANCE_ANALYSIS.md, "The run checks itself: guards on the H200"), so only a rate above
     the peak at the higher of the measured and the boost clock fails; above the measured clock's
     alone is a note."""
-    peak = spec.peak(test.name) if spec else None
-    if peak is None:
+    ceiling = spec.ceiling(test.name) if spec else None
+    if ceiling is None:
         return None, "not checked: no spec peak"
     if not clock_mhz:
         return None, "not checked: no clock measured"
-    per_mhz = peak / spec.peak_clock_mhz(test.name)
+    peak, peak_mhz, where = ceiling
+    per_mhz = peak / peak_mhz
     times = value / (per_mhz * clock_mhz)
     text = f"{value:.4g} {test.unit} is {times:.2f}x the per-clock peak at {clock_mhz:.0f} MHz"
+    if not where.startswith("spec "):
+        text += f" ({where})"
     if times <= 1 + TOLERANCE:
         return None, text
     highest = max(clock_mhz, spec.boost_clock_mhz)
@@ -260,10 +263,12 @@ def bound(test, value: float, info, spec) -> tuple[str | None, str]:
     bandwidth, transfers from its links), a latency at least one cycle of the device's highest
     clock a load."""
     if test.higher_is_better:
-        peak = spec.peak(test.name) if spec else None
-        if peak is None:
+        ceiling = spec.ceiling(test.name) if spec else None
+        if ceiling is None:
             return None, f"{NOT_CHECKED}no spec peak for {test.name}"
-        text = f"{value:.4g} {test.unit} is {value / peak:.2f}x the {peak:.4g} {test.unit} of spec {spec.name}"
+        peak, _, where = ceiling
+        of = f"of {where}" if where.startswith("spec ") else f"bound, {where}"
+        text = f"{value:.4g} {test.unit} is {value / peak:.2f}x the {peak:.4g} {test.unit} {of}"
         return (text if value > peak * (1 + TOLERANCE) else None), text
     if test.family != "latency":
         return None, f"{NOT_CHECKED}no bound on a {test.unit} time but the host's"

@@ -35,6 +35,13 @@ def peak_from(test: str) -> str:
     return found.peak_from if found else ""
 
 
+def bound_from(test: str) -> tuple:
+    """The descriptor's bound_from of a catalog test: (test, factor, why), or ()."""
+    from peakbench.catalog import default_catalog
+    found = next((t for t in default_catalog().tests if t.name == test), None)
+    return found.bound_from if found else ()
+
+
 def matrix_of(test: str) -> str:
     """The matrix-unit test whose peak a vendor GEMM test is set beside (gemm.X -> matrix.X)."""
     return "matrix." + test.split(".", 1)[1]
@@ -72,6 +79,19 @@ class GpuSpec:
             return float(link * GPU_LINK_TESTS[test]) if link else None
         link = self.data.get("host_link_gbs")
         return float(link * LINK_TESTS[test]) if link and test in LINK_TESTS else None
+
+    def ceiling(self, test: str) -> tuple[float, float, str] | None:
+        """The most a test can read on this GPU: (value, the clock it assumes, where it comes
+        from), from the test's own peak or, where the vendor gives none, the peak of the test
+        its descriptor says bounds it (bound_from) times its factor; None where neither is known."""
+        peak = self.peak(test)
+        if peak is not None:
+            return peak, self.peak_clock_mhz(test), f"spec {self.name}"
+        other, factor, why = bound_from(test) or (None, 0, "")
+        base = self.peak(other) if other else None
+        if base is None:
+            return None
+        return base * factor, self.peak_clock_mhz(other), f"{factor:g} x {other}'s peak of spec {self.name}: {why}"
 
     def peak_clock_mhz(self, test: str) -> float:
         """The clock a test's peak assumes (some vendors quote tensor peaks at a lower clock)."""
