@@ -382,3 +382,16 @@ def test_a_latency_under_one_cycle_a_load_fails_the_bound_guard():
     assert guards.bound(latency, 0.6, fake_info(), spec)[0] is None          # 1.2 cycles at 2000 MHz
     problem, _ = guards.bound(latency, 0.4, fake_info(), spec)
     assert problem == "0.4 ns a load, one cycle at the 2000 MHz maximum (spec Fake GPU) is 0.5 ns"
+
+
+def test_launches_lost_after_the_first_fail_the_timer_guard(clock):
+    """A runtime that runs one of two launches but reports the GPU time of both (a lost launch
+    behind a right-looking rate): the GPU time exceeds the host's wait for it."""
+    class LostLaunches(FakeWorkload):
+        def run(self, size: int) -> float:
+            return 2 * super().run(max(1, size // 2))        # half the work done, all of it reported
+    device = FakeDevice({"compute.fake": lambda t, v: LostLaunches(1e-3, 1e6, clock=clock, name=v.name)},
+                        clock=clock)
+    r = run_test(device, WIDE, SETTINGS, lambda _: None, None)
+    assert r.status == "failed" and r.reason.startswith("guard timer: variant narrow: GPU time ")
+    assert "the GPU timer runs slow (GPU/wall 2.00, at most 1.05" in r.reason
