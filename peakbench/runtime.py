@@ -119,6 +119,9 @@ class Runtime(Protocol):
     def clock_mhz(self) -> float | None: ...
     def census(self, kernel: Kernel) -> LoopCensus | None:
         """The kernel's main loop body, where the platform shows instructions (None elsewhere)."""
+    def memory_census(self, kernel: Kernel) -> LoopCensus | None:
+        """The device loads and stores of the kernel's memory loop (or its whole body), where the
+        platform shows them (None elsewhere)."""
     def evidence(self, kernel: Kernel) -> dict:
         """What the kernel became (instruction mix, driver statistics), where the platform tells."""
     def close(self) -> None: ...
@@ -165,3 +168,7 @@ class CompiledModules:
     def evidence(self, kernel: Kernel) -> dict:
         from peakbench.evidence.listing import evidence
         return evidence(self.disassemble(kernel), self.arch)
+
+    def memory_census(self, kernel: Kernel) -> LoopCensus | None:
+        """The device loads and stores a runtime's disassembly shows; None where it reads none."""
+        return None

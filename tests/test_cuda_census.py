@@ -221,3 +221,26 @@ def test_a_cuobjdump_listing_with_addresses_and_encodings_is_read_too():
             "                                                                   /* 0x000fea000383ffff */\n")
     found = sass.loop_census(listing.function(text, "alu"))
     assert found.ops == {"IDP.4A.S8.S8 i8x4": 1} and found.work == 8
+
+
+# -- the streams' global loads and stores in SASS --------------------------------------------------
+STREAMS = [(t.name, v.name) for t in CATALOG.tests if t.kernel == "stream" for v in t.variants]
+
+
+@needs_tools
+@pytest.mark.parametrize("name, layout", STREAMS, ids=[f"{a}-{b}" for a, b in STREAMS])
+def test_each_stream_moves_the_bytes_the_catalog_counts(tmp_path, name, layout):
+    from peakbench.workloads.stream import LAYOUTS, MODES
+    test = CATALOG.get(name)
+    variant = next(v for v in test.variants if v.name == layout)
+    binary = cubin(tmp_path, {"MODE": MODES[test.dtype], "UNROLL": variant.unroll, "LAYOUT": LAYOUTS[layout]},
+                   SOURCE.with_name("mem.cu"))
+    census = sass.memory_census(listing.function(sass.disassemble(binary), "stream"))
+    problem, evidence = guards.moved(test, variant, census, variant.unroll)
+    assert problem is None, problem
+    assert evidence["bytes_loaded"] == 16 * variant.unroll * test.reads
+    # a host that counts each vector twice: the rate doubles, the SASS does not
+    doubled = SimpleNamespace(**{f: getattr(test, f) for f in ("access_bytes", "reads", "writes", "name")},
+                              per_item=lambda v: 2 * test.per_item(v))
+    problem, _ = guards.moved(doubled, variant, census, variant.unroll)
+    assert problem and f"the catalog claims {2 * test.per_item(variant) * variant.unroll:g} bytes" in problem

@@ -142,3 +142,22 @@ def test_a_module_without_a_loop_says_so():
     assert found.ops == {} and found.note.startswith("no arithmetic loop to count")
     test = CATALOG.get("compute.fp32")
     assert guards.work(test, Variant("x"), found, 8) == (None, f"not checked: {found.note}")
+
+
+# -- the streams' device loads and stores ---------------------------------------------------------
+
+@pytest.mark.parametrize("mode, layout, unroll, loads, stores, where", [
+    ("read", "chunk", 16, 16, 0, "the innermost loop"),      # the sums are stored after the loop
+    ("read", "stride", 16, 16, 0, "the innermost loop"),
+    ("read", "rows", 32, 32, 1, "the whole kernel"),          # a row each, the column's total stored once
+    ("write", "tile", 1, 0, 1, "the whole kernel"),
+    ("copy", "tile", 1, 1, 1, "the whole kernel"),
+    ("update", "tile", 1, 2, 1, "the whole kernel"),
+])
+def test_the_stream_kernels_loads_and_stores_are_counted_where_they_repeat(mode, layout, unroll, loads, stores, where):
+    from peakbench.workloads.stream import LAYOUTS, MODES
+    found = spirv_census.count_memory(compile_shader("mem_stream.comp",
+                                                     {"MODE": MODES[mode], "UNROLL": unroll, "LAYOUT": LAYOUTS[layout]}))
+    want = {op: n for op, n in (("OpLoad i32x4 (load, 16 B)", loads), ("OpStore i32x4 (store, 16 B)", stores)) if n}
+    assert found.ops == want and found.work == 16 * (loads + stores)
+    assert found.note.startswith(f"counted in {where}")

@@ -168,6 +168,31 @@ def test_a_rate_above_the_per_clock_peak_fails_the_clock_ceiling_guard(tmp_path,
 
 
 @lavapipe
+def test_a_host_count_of_bytes_off_by_a_factor_fails_the_streams_work_guard(tmp_path, monkeypatch):
+    # The host counts a copy's or an update's vector twice (per_item x2): the rate doubles, the
+    # kernel's own loads and stores still move what they move.
+    from peakbench.catalog.descriptors import MemoryTest
+    per_item = MemoryTest.per_item
+    monkeypatch.setattr(MemoryTest, "per_item", lambda self, variant: 2 * per_item(self, variant))
+    r = run_inprocess(tmp_path, monkeypatch, "memory.copy,memory.update")
+    assert_caught(r["memory.copy"], "work", "1 OpLoad i32x4 (load, 16 B), 1 OpStore i32x4 (store, 16 B) move 16 bytes"
+                  " read and 16 written", "the catalog claims 64 bytes")
+    assert_caught(r["memory.update"], "work", "2 OpLoad i32x4 (load, 16 B), 1 OpStore", "the catalog claims 96 bytes")
+
+
+@lavapipe
+@pytest.mark.parametrize("test, old, new, words", [
+    # the copy reads a neighbour too: twice the bytes read that the catalog counts
+    ("memory.copy", "dst[j] = src[j];", "dst[j] = src[j] + src[j ^ 1u];", "2 OpLoad i32x4 (load, 16 B), 1 OpStore"),
+    # the update no longer reads what it adds to: a copy's traffic under the update's name
+    ("memory.update", "dst[j] += src[j];", "dst[j] = src[j] + uvec4(1u);", "1 OpLoad i32x4 (load, 16 B), 1 OpStore"),
+])
+def test_a_stream_kernel_moving_other_bytes_than_counted_fails_the_work_guard(tmp_path, test, old, new, words):
+    r = run_edited(tmp_path, "mem_stream.comp", old, new, test)
+    assert_caught(r[test], "work", words)
+
+
+@lavapipe
 def test_a_stream_above_the_gpus_memory_bandwidth_fails_the_bound_guard(tmp_path, monkeypatch):
     # lavapipe streams 1-10 GB/s; a spec whose memory moves 0.001 GB/s is the planted bound, as a
     # host count of bytes far too high would read against the real one.

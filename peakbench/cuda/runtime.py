@@ -118,6 +118,10 @@ class CudaRuntime(CompiledModules):
         """The main loop of the kernel's SASS (evidence/sass.py), for the work and types guards."""
         return sass.loop_census(self.disassemble(kernel))
 
+    def memory_census(self, kernel: Kernel) -> LoopCensus:
+        """The global loads and stores of the kernel's SASS (evidence/sass.py), for the streams."""
+        return sass.memory_census(self.disassemble(kernel))
+
     # Memory ------------------------------------------------------------------------------------
     def alloc(self, nbytes: int):
         with self.device:

@@ -163,3 +163,41 @@ def census_of(instructions, source: str) -> LoopCensus:
             types.add(t)
     note = "" if ops else "no vector arithmetic in the loop"
     return LoopCensus(dict(sorted(ops.items())), work, frozenset(types), source, note)
+
+
+_GLOBAL = re.compile(r"^(LDG|STG)((?:\.[A-Z0-9_]+)*)$")
+# bytes of a global access by its width modifier (none: 32 bits)
+WIDTHS = {"128": 16, "64": 8, "U16": 2, "S16": 2, "U8": 1, "S8": 1}
+
+
+def memory_census(listing: str | None, source: str = "SASS") -> LoopCensus:
+    """The global loads (LDG) and stores (STG) of a kernel's innermost loop that has any, or of
+    the whole kernel where none does (the stream's tiles and rows), keyed as the SPIR-V memory
+    census is ("LDG.E.128 (load, 16 B)"), work their bytes: for the memory streams' work guard."""
+    from peakbench.evidence.spirv import access, accessed
+    if not listing:
+        why = "the disassembler gave no listing of this kernel" if installed() else NO_DISASSEMBLER
+        return LoopCensus({}, 0, frozenset(), source, why)
+    addressed = with_addresses(listing)
+
+    def moved(text: str) -> dict[str, int]:
+        ops: dict[str, int] = {}
+        for m in _INSTRUCTION.finditer(text):
+            g = _GLOBAL.match(m.group(1))
+            if g:
+                mods = g.group(2).split(".")
+                width = next((WIDTHS[w] for w in mods if w in WIDTHS), 4)
+                key = access(m.group(1), "load" if g.group(1) == "LDG" else "store", width)
+                ops[key] = ops.get(key, 0) + 1
+        return ops
+    ops, where = moved(addressed), "the whole kernel (no loop moves memory)"
+    spans = loops(addressed)
+    inner = [s for s in spans if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans)]
+    for low, high in sorted(inner, key=lambda s: s[0] - s[1]):
+        body = "\n".join(m.group(0) for m in _LINE.finditer(addressed) if low <= int(m.group(1), 16) <= high)
+        found = moved(body)
+        if found:
+            ops, where = found, "the innermost loop"
+            break
+    work = sum(n * sum(accessed(k)[1:]) for k, n in ops.items())
+    return LoopCensus(dict(sorted(ops.items())), work, frozenset(), source, f"counted in {where}")

@@ -95,6 +95,104 @@ def census(code: bytes) -> LoopCensus:
     return found
 
 
+STORAGE = ("StorageBuffer", "Uniform", "PhysicalStorageBuffer")
+CHAINS = ("OpAccessChain", "OpInBoundsAccessChain", "OpPtrAccessChain", "OpCopyObject")
+
+
+_ACCESS = re.compile(r"\((load|store), (\d+) B\)$")
+
+
+def access(instruction: str, kind: str, nbytes: int) -> str:
+    """A memory census's key: the instruction and what it moves, "OpLoad i32x4 (load, 16 B)"."""
+    return f"{instruction} ({kind}, {nbytes} B)"
+
+
+def accessed(key: str) -> tuple[str, int, int]:
+    """(kind, bytes loaded, bytes stored) of one access of a memory census's key."""
+    m = _ACCESS.search(key)
+    if not m:
+        return "", 0, 0
+    n = int(m.group(2))
+    return m.group(1), (n if m.group(1) == "load" else 0), (n if m.group(1) == "store" else 0)
+
+
+def type_bytes(name: str) -> int:
+    """Bytes of a census type name: "i32x4" 16, "f16" 2, "e4m3" 1."""
+    base = name.split("x")[0]
+    bits = 8 if base in ("e4m3", "e5m2") else int(base.lstrip("bfi") or 0)
+    return bits * lanes(name) // 8
+
+
+def memory_census(code: bytes) -> LoopCensus:
+    """The loads from and stores to device buffers of a module's innermost loop or, where none is
+    left after unrolling, of its whole body (the stream kernels' tiles and rows): ops
+    "OpLoad i32x4" and "OpStore i32x4" with their counts, work the bytes they move, for the work
+    guard of the memory tests. Cached as census() is."""
+    key = cache.key(b"memory", code, Path(__file__).read_bytes())
+    d = cache.load_json("spirv-census", key)
+    if isinstance(d, dict):
+        try:
+            return LoopCensus(d["ops"], d["work"], frozenset(d["types"]), d["source"], d["note"])
+        except (KeyError, TypeError):
+            pass
+    found = count_memory(code)
+    cache.store_json("spirv-census", key, {"ops": found.ops, "work": found.work, "types": sorted(found.types),
+                                           "source": found.source, "note": found.note})
+    return found
+
+
+def count_memory(code: bytes) -> LoopCensus:
+    from peakbench.spirv_tools import disassemble
+    module, note = _optimized(code)
+    lines = [(m.group(1), m.group(2), m.group(3)) for m in map(_INSN.match, disassemble(module).splitlines()) if m]
+    types = _types(lines)
+    value_type = {rid: rest.split()[0] for rid, op, rest in lines if rid and rest and not op.startswith("OpType")}
+    device = {rid for rid, op, rest in lines if op == "OpVariable" and rest.split()[1] in STORAGE}
+    for rid, op, rest in lines:                     # pointers derived from a device buffer
+        if op in CHAINS and rest.split()[1] in device:
+            device.add(rid)
+    blocks: list[list] = []
+    for rid, op, rest in lines:
+        if op == "OpLabel":
+            blocks.append([])
+        elif blocks:
+            blocks[-1].append((rid, op, rest))
+    labels = [rid for rid, op, _ in lines if op == "OpLabel"]
+
+    def moved(body) -> dict[str, int]:
+        ops: dict[str, int] = {}
+        for rid, op, rest in body:
+            args = rest.split()
+            if op == "OpLoad" and len(args) >= 2 and args[1] in device:
+                t, kind = types.get(args[0], "?"), "load"
+            elif op == "OpStore" and len(args) >= 2 and args[0] in device:
+                t, kind = types.get(value_type.get(args[1], ""), "?"), "store"
+            else:
+                continue
+            key = access(f"{op} {t}", kind, type_bytes(t) if t != "?" else 0)
+            ops[key] = ops.get(key, 0) + 1
+        return ops
+
+    def nbytes(ops: dict[str, int]) -> int:
+        return sum(n * sum(accessed(k)[1:]) for k, n in ops.items())
+    # The innermost loop that moves device memory (a reduction's loop over shared memory is not
+    # the stream); none: the whole kernel, whose unrolled tiles and rows are straight code.
+    ops, where = moved([x for b in blocks for x in b]), "the whole kernel (no loop moves memory)"
+    for start, b in enumerate(blocks):
+        merge = next((rest.split() for _, op, rest in b if op == "OpLoopMerge"), None)
+        if merge is None:
+            continue
+        end = labels.index(merge[0]) if merge[0] in labels else len(blocks)
+        inside = [i for i in range(start, end) if labels[i] != merge[1]]
+        if any(op == "OpLoopMerge" for i in inside[1:] for _, op, _ in blocks[i]):
+            continue                        # an outer loop: its inner loop is counted on its own
+        found = moved([x for i in inside for x in blocks[i]])
+        if nbytes(found) and where.startswith("the whole"):
+            ops, where = found, "the innermost loop"
+    return LoopCensus(dict(sorted(ops.items())), nbytes(ops), frozenset(), "SPIR-V",
+                      "; ".join(filter(None, [note, f"counted in {where}"])))
+
+
 def count(code: bytes) -> LoopCensus:
     from peakbench.spirv_tools import disassemble
     module, note = _optimized(code)

@@ -8,7 +8,8 @@ work or bound no guard could check is reported unverified (`verification`).
                  test's; a catalog entry with no kernel is never run
   work           the loop body's ops, counted in the compiled kernel, are the catalog's claim
                  (or a whole multiple of it: a compiler may unroll the iterations loop): SPIR-V
-                 on Vulkan, SASS on CUDA, the code object's AMDGPU assembly on ROCm
+                 on Vulkan, SASS on CUDA, the code object's AMDGPU assembly on ROCm; a stream's
+                 device loads and stores are the bytes it counts (SPIR-V)
   sass           on NVIDIA's Vulkan driver, the same two of the SASS the driver compiled
   iterations     the output is checked after two different iteration or pass counts
                  (the workloads do it; the reason is theirs)
@@ -83,6 +84,9 @@ def passed(evidence: dict, guard: str, why: str) -> None:
 
 def counted(found: dict) -> str:
     """The work guard's count in a sentence."""
+    if "bytes_loaded" in found:
+        return (f"{found['bytes_loaded']} bytes loaded and {found['bytes_stored']} stored ({found['source']},"
+                f" {found['note']}), the catalog claims {found['bytes_claimed']:g}")
     text = f"{found['ops_counted']:g} ops in the loop body ({found['source']}), the catalog claims {found['ops_claimed']:g}"
     return text + (f": the loop unrolled {found['unrolled']}x" if found.get("unrolled") else "")
 
@@ -163,6 +167,35 @@ def work(test, variant, census, loop_items: int | None) -> tuple[str | None, dic
                 f" x {test.per_item(variant):g} ops)"), evidence
     if census.work != claim:
         evidence["unrolled"] = census.work // int(claim)
+    return None, evidence
+
+
+def moved(test, variant, census, loop_items: int | None) -> tuple[str | None, dict | str]:
+    """(problem, evidence) of a stream kernel's device loads and stores, counted in its compiled
+    module (evidence/spirv.py memory_census), against what the host counts: loop_items items per
+    invocation (per loop iteration where it loops), each worth per_item bytes (what the rate
+    multiplies by), read `reads` and written `writes` times. A read's own stores (its sums) are
+    its check's, not its traffic."""
+    if uncounted(test, census):
+        return None, uncounted(test, census)
+    if not loop_items:
+        return None, f"{NOT_CHECKED}the workload does not say what one invocation claims"
+    from peakbench.evidence.spirv import accessed
+    loaded = sum(n * accessed(op)[1] for op, n in census.ops.items())
+    stored = sum(n * accessed(op)[2] for op, n in census.ops.items())
+    moved_bytes = loaded + (stored if test.writes else 0)
+    claim = loop_items * test.per_item(variant)
+    split = loop_items * test.access_bytes
+    evidence = {"loop_body": census.ops, "bytes_loaded": loaded, "bytes_stored": stored,
+                "bytes_claimed": claim, "source": census.source, "note": census.note}
+    times = moved_bytes // claim if claim else 0           # an iterations loop unrolled: a whole multiple
+    if not times or moved_bytes != times * claim or loaded != times * split * test.reads or \
+            (test.writes and stored != times * split * test.writes):
+        shown = ", ".join(f"{n} {op}" for op, n in census.ops.items()) or "no device access"
+        return (f"{census.note or 'the kernel'}: {shown} move {loaded} bytes read and {stored} written"
+                f"{'' if test.writes else ' (its result)'}, the catalog claims {claim:g} bytes"
+                f" ({loop_items} x {test.per_item(variant):g}: {test.reads} read and {test.writes} written"
+                f" of {test.access_bytes} bytes)"), evidence
     return None, evidence
 
 

@@ -16,6 +16,7 @@ from typing import Callable
 
 from peakbench.backend import Unsupported, error_text
 from peakbench.catalog import TestSpec, default_catalog
+from peakbench.catalog.descriptors import MemoryTest
 from peakbench import telemetry
 from peakbench.harness import guards
 from peakbench.harness import runner
@@ -101,7 +102,11 @@ def _apply(checks: dict, name: str, found: tuple) -> str | None:
 def static_guards(test: TestSpec, variant, workload, device, spec, checks: dict) -> str | None:
     """The guards that read the compiled kernel and the workload's layout, before any launch."""
     census = workload.census
-    if census is not False:
+    if census is not False and isinstance(test, MemoryTest):        # the bytes a stream moves
+        problem = _apply(checks, "work", guards.moved(test, variant, census, workload.loop_items))
+        if problem:
+            return problem
+    elif census is not False:
         problem = _apply(checks, "types", guards.types(test, variant, census))
         problem = problem or _apply(checks, "work", guards.work(test, variant, census, workload.loop_items))
         sass = workload.evidence.get("sass")

@@ -70,6 +70,11 @@ class VulkanRuntime:
         self.dev.sass(kernel.handle)
         return found
 
+    def memory_census(self, kernel: Kernel) -> LoopCensus:
+        """The device loads and stores of the kernel's SPIR-V (evidence/spirv.py)."""
+        from peakbench.evidence.spirv import memory_census
+        return memory_census(kernel.binary)
+
     def disassemble(self, kernel: Kernel) -> str | None:
         """The kernel's SASS listing, where evidence() found its machine code."""
         self.evidence(kernel)

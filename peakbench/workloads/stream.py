@@ -346,6 +346,8 @@ class StreamWorkload(Workload):
                        "layout": LAYOUT_TEXT[self.layout].format(**vars(w)),
                        "bytes_counted": test.bytes_counted}
         self.evidence = rt.evidence(self.kernel)
+        # what the work guard holds the bytes counted against: the kernel's own loads and stores
+        self.census, self.loop_items = rt.memory_census(self.kernel), self.unroll
 
     def fill_source(self) -> None:
         """The source buffer as the host expects it: vector i holds hash(4i .. 4i+3)."""
