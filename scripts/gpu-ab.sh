@@ -24,10 +24,10 @@ for backend in ${backends//,/ }; do
         tree=$PWD
         [ "$side" = before ] && tree=$(cd "$before" && pwd)
         start=$(date +%s)
-        # From inside the tree: `python -m` puts the working directory first on sys.path, so from
-        # the checkout's root both sides would import the checkout's peakbench.
-        (cd "$tree" && PYTHONPATH=/tmp/site:$tree python3 -m peakbench --backend "$backend" \
-            --json "$OUT/$side-$backend.json" "$@" > "$OUT/$side-$backend.txt" 2> "$OUT/$side-$backend.log")
+        # -P: `python -m` would put the working directory (the checkout) first on sys.path, and
+        # both sides would import the checkout's peakbench whatever PYTHONPATH says.
+        PYTHONPATH=/tmp/site:$tree python3 -P -m peakbench --backend "$backend" --json "$OUT/$side-$backend.json" "$@" \
+            > "$OUT/$side-$backend.txt" 2> "$OUT/$side-$backend.log"
         status=$?
         [ $status -eq 0 ] || rc=1
         echo "$side $backend: exit $status, $(( $(date +%s) - start )) s"

@@ -118,3 +118,8 @@ def test_select(patterns, want):
 def test_get_unknown_raises():
     with pytest.raises(KeyError):
         CATALOG.get("compute.fp128")
+
+
+def test_shared_atomics_and_shared_memory_scale_with_the_core_clock_global_atomics_do_not():
+    assert CATALOG.get("atomic.shared_add").clocked and CATALOG.get("memory.shared").clocked
+    assert not CATALOG.get("atomic.global_add").clocked and not CATALOG.get("memory.l2").clocked

@@ -173,3 +173,30 @@ def test_shared_atomics_above_a_word_a_bank_and_clock_fail_the_bound():
     assert guards.bound(shared, 8349.0, info, h200())[0] is None
     problem, _ = guards.bound(shared, 17 * 8349.0, info, h200())
     assert problem.startswith("1.419e+05 GOPS is 16.97x the 8364 GOPS bound, 0.25 x memory.shared's peak of spec")
+
+
+def test_without_a_clock_reading_a_rate_is_held_under_the_peak_at_the_boost_clock():
+    spec = GpuSpec("Fake GPU", 2000.0, {"compute.fp32": 100.0})
+    fp32 = SimpleNamespace(name="compute.fp32", unit="TFLOPS")
+    problem, text = guards.clock_ceiling(fp32, 90.0, None, spec)
+    assert problem is None and text == "90 TFLOPS is 0.90x the peak at the 2000 MHz boost clock (no clock measured)"
+    problem, _ = guards.clock_ceiling(fp32, 200.0, None, spec)         # a host count twice too high
+    assert problem == "200 TFLOPS is 2.00x the peak at the 2000 MHz boost clock (no clock measured)"
+
+
+def test_a_loop_whose_branch_names_its_predicate_as_an_operand_is_found():
+    from peakbench.evidence import sass
+    # sm_100 and later: `BRA.U !UP0, target` closes a loop as `@!UP0 BRA target` did
+    listing = ("        /*0040*/                   LDG.E.128 R4, desc[UR4][R2.64] ;\n"
+               "        /*0050*/                   BRA.U !UP0, 0x0040 ;\n")
+    assert sass.loops(listing) == [(0x40, 0x50)]
+    assert sass.memory_census(listing).note == "counted in the innermost loop"
+
+
+def test_the_table_names_what_is_unverified_whatever_the_reasons_say():
+    from peakbench.report.render import rows
+    r = {"test": "memory.read", "unit": "GB/s", "status": "ok", "value": 1.0, "verified": False,
+         "evidence": {"unverified": "work: spirv-opt failed (x); counted as compiled; counted in y"}}
+    assert rows({"results": [r]})[0][-1] == "ok (unverified: no work check)"
+    r["evidence"]["unverified"] = "work: a; b; bound: no spec peak for memory.read"
+    assert rows({"results": [r]})[0][-1] == "ok (unverified: no work check, no bound)"

@@ -210,3 +210,15 @@ def _saved(tmp_path, name: str, doc: dict) -> Path:
     path = tmp_path / name
     path.write_text(json.dumps(doc))
     return path
+
+
+@pytest.mark.parametrize("key, value, words", [("samples", 5, "samples is not a list"),
+                                               ("stats", "x", "stats is not an object"),
+                                               ("evidence", [], "evidence is not an object")])
+def test_a_result_whose_samples_or_stats_are_of_the_wrong_kind_is_one_error_naming_the_file(tmp_path, key, value, words):
+    from peakbench.report.result import ResultFileError
+    doc = json.loads(COMMITTED[0].read_text())
+    doc["runs"][0]["results"][0][key] = value
+    path = _saved(tmp_path, "odd.json", doc)
+    with pytest.raises(ResultFileError, match=f"{path}: run 0: .*{words}"):
+        load_json(path)

@@ -431,6 +431,33 @@ def far_player(mode_bug: str):
     return short
 
 
+def test_an_update_that_copies_past_the_checked_vectors_fails_the_coverage_guard(rt):
+    """An update that stops reading its destination past the first 16 tiles (a copy's traffic
+    there): the first vectors check right, the whole destination over 0xFF bytes does not."""
+    play = stream_player()
+
+    def copy_far(fake, launch):
+        d = fake_hip.defines(launch["options"])
+        if int(d["MODE"]) != 4:
+            return play(fake, launch)
+        src_arg, dst_arg, *_ = args(launch)
+        before = words(fake, dst_arg).copy()
+        play(fake, launch)
+        dst, src = words(fake, dst_arg), words(fake, src_arg)
+        far = np.flatnonzero((dst != before).any(axis=1))
+        far = far[far >= 16 * launch["block"][0]]
+        dst[far] = src[far]
+    rt.fake.kernels["stream"] = copy_far
+    spec = CATALOG.get("memory.update")
+    w = stream.StreamWorkload(spec, spec.variants[0], rt, kernels.STREAM)
+    try:
+        assert w.check_first() is None
+        problem = w.verify()
+        assert problem.startswith("guard coverage: after one pass over known contents, vector 4096 of 1048576")
+    finally:
+        w.close()
+
+
 @pytest.mark.parametrize("test, layout", [("memory.read", "chunk"), ("memory.write", "tile"), ("memory.update", "tile")])
 def test_a_kernel_that_skips_the_far_part_of_the_buffer_fails_the_coverage_guard(rt, test, layout):
     rt.fake.kernels["stream"] = far_player(test.split(".")[1])

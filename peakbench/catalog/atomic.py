@@ -21,6 +21,11 @@ class AtomicTest(TestSpec):
     space: str = "global"
     contended: bool = False
 
+    @property
+    def clocked(self) -> bool:
+        """Shared-memory atomics run at the core clock (their bound is the banks' word a clock)."""
+        return self.space == "shared"
+
     def per_item(self, variant: Variant) -> float:
         return variant.ops_per_step
 

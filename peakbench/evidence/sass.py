@@ -107,7 +107,8 @@ def arithmetic(opcode: str, operands: str = "") -> tuple[str, int] | None:
 
 
 _LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/(.*)$", re.M)
-_BRANCH = re.compile(r"\s*(?:@!?U?P[T0-9]+\s+)?BRA(?:\.[A-Z]+)*\s+0x([0-9a-f]+)")
+# sm_100 and later may give the predicate as an operand: `BRA.U !UP0, 0x0080`
+_BRANCH = re.compile(r"\s*(?:@!?U?P[T0-9]+\s+)?BRA(?:\.[A-Z]+)*\s+(?:!?U?P[T0-9]+,\s*)?0x([0-9a-f]+)")
 
 
 def loops(listing: str) -> list[tuple[int, int]]:

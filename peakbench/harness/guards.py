@@ -273,10 +273,14 @@ def clock_ceiling(test, value: float, clock_mhz: float | None, spec) -> tuple[st
     ceiling = spec.ceiling(test.name) if spec else None
     if ceiling is None:
         return None, "not checked: no spec peak"
-    if not clock_mhz:
-        return None, "not checked: no clock measured"
     peak, peak_mhz, where = ceiling
     per_mhz = peak / peak_mhz
+    if not clock_mhz:           # no reading: the most the GPU can do at its highest clock
+        highest = max(spec.boost_clock_mhz, peak_mhz)
+        times = value / (per_mhz * highest)
+        text = (f"{value:.4g} {test.unit} is {times:.2f}x the peak at the {highest:.0f} MHz boost clock"
+                f" (no clock measured){'' if where.startswith('spec ') else f' ({where})'}")
+        return (text if times > 1 + TOLERANCE else None), text
     times = value / (per_mhz * clock_mhz)
     text = f"{value:.4g} {test.unit} is {times:.2f}x the per-clock peak at {clock_mhz:.0f} MHz"
     if not where.startswith("spec "):

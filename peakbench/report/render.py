@@ -54,8 +54,9 @@ def _status(r: dict) -> str:
         marks.insert(0, f"noisy: spread {spread:.0f}%")
     if r.get("verified") is False:       # the short form; evidence.unverified says why in full
         why = str((r.get("evidence") or {}).get("unverified") or "work: ; bound: ")
-        missing = [f"no {'work check' if part.startswith('work') else 'bound'}" for part in why.split("; ")]
-        marks.insert(0, f"unverified: {', '.join(missing)}")
+        missing = [text for text, part in (("no work check", why.startswith("work:")),
+                                           ("no bound", why.startswith("bound:") or "; bound: " in why)) if part]
+        marks.insert(0, f"unverified: {', '.join(missing) or why}")
     ratio = (r.get("evidence") or {}).get("matrix_ratio")
     if isinstance(ratio, dict) and isinstance(ratio.get("ratio"), (int, float)):
         marks.append(f"{ratio['ratio']:.2f} of {ratio.get('of')}")
@@ -187,7 +188,7 @@ def csv_text(runs: list[dict]) -> str:
     w.writerow(("backend", "device", "driver", "test", "status", "value", "unit", "spec_value",
                 "pct_of_spec", "clock_mhz", "pct_of_clock_peak", "median", "min", "max", "samples",
                 "spread_pct", "reason", "power_w", "energy_j", "efficiency", "efficiency_unit",
-                "throttle_reasons"))
+                "throttle_reasons", "verified", "unverified"))
     for run in runs:
         for r in run["results"]:
             s = r.get("stats") or {}
@@ -195,7 +196,8 @@ def csv_text(runs: list[dict]) -> str:
                         r["status"], r.get("value"), r["unit"], r.get("spec_value"),
                         r.get("pct_of_spec"), r.get("clock_mhz"), r.get("pct_of_clock_peak"),
                         s.get("median"), s.get("min"), s.get("max"), s.get("samples"),
-                        s.get("spread_pct"), r.get("reason"), *_csv_telemetry(r)))
+                        s.get("spread_pct"), r.get("reason"), *_csv_telemetry(r), r.get("verified"),
+                        (r.get("evidence") or {}).get("unverified")))
     return buf.getvalue()
 
 

@@ -428,4 +428,8 @@ def _run_problem(run) -> str | None:
         value = r.get("value")
         if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
             return f"{r['test']}: value is not a number"
+        for key, kind, what in (("samples", list, "a list"), ("stats", dict, "an object"),
+                                ("evidence", dict, "an object")):
+            if r.get(key) is not None and not isinstance(r[key], kind):
+                return f"{r['test']}: {key} is not {what}"
     return None

@@ -304,6 +304,7 @@ LAYOUT_TEXT = {
     "stride": "a resident grid striding through the buffer, passes in the {program}",
     "rows": "the buffer as unroll rows, a {group} per column of each, passes * columns per {launch}",
     "tile": "a {group} per tile of workgroup_size * unroll vectors, passes * tiles per {launch}",
+    "tile, a pass a launch": "a {group} per tile of workgroup_size * unroll vectors, one pass per {launch}",
 }
 
 
@@ -343,7 +344,8 @@ class StreamWorkload(Workload):
         self.params = {"buffer_bytes": self.n_vec * 16, "workgroup_size": self.block,
                        "workgroups": self.resident if self.mode == "read" and not self.rows else self.n_vec // self.tile,
                        "access_bytes": test.access_bytes, "unroll": self.unroll,
-                       "layout": LAYOUT_TEXT[self.layout].format(**vars(w)),
+                       "layout": LAYOUT_TEXT[self.layout if test.overwrites else f"{self.layout}, a pass a launch"]
+                       .format(**vars(w)),
                        "bytes_counted": test.bytes_counted}
         self.evidence = rt.evidence(self.kernel)
         # what the work guard holds the bytes counted against: the kernel's own loads and stores
@@ -386,7 +388,8 @@ class StreamWorkload(Workload):
             got = np.frombuffer(self.rt.download(self.dst, 2 * outputs * 16), np.uint32)
             problem = check_wrapped(self.mode, got, n, self.block, self.unroll, self.layout)
             if problem is None:
-                guards.passed(self.evidence, "iterations", "2 passes checked, the second wrapping")
+                guards.passed(self.evidence, "iterations", "2 passes checked, the second wrapping"
+                              if self.test.overwrites else "2 passes checked, a launch each")
             return problem
 
         def check(passes: int) -> str | None:
@@ -468,14 +471,15 @@ class StreamWorkload(Workload):
 
     def _check_kept(self) -> str | None:
         """A write whose result depends on what was there (overwrites=False): one pass over a
-        destination of zero bytes, the whole of it checked against the host, a slice at a time."""
+        destination of 0xFF bytes (over zeros an update would read as a copy), the whole of it
+        checked against the host, a slice at a time."""
         rt = self.rt
-        rt.fill(self.dst, 0x00)
+        rt.fill(self.dst, 0xFF)
         self.run(1)
         got = np.frombuffer(rt.download(self.dst, self.n_vec * 16), np.uint32).reshape(-1, 4)
         for start in range(0, self.n_vec, KEPT_SLICE):
             n = min(KEPT_SLICE, self.n_vec - start)
-            bad = np.flatnonzero((got[start:start + n] != stored(self.mode, n, 0x00, 1, start)).any(axis=1))
+            bad = np.flatnonzero((got[start:start + n] != stored(self.mode, n, 0xFF, 1, start)).any(axis=1))
             if bad.size:
                 return (f"after one pass over known contents, vector {start + int(bad[0])} of {self.n_vec} (and"
                         f" {bad.size - 1} more of vectors {start} to {start + n - 1}) differs from the host's")
