@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -370,3 +371,15 @@ def test_through_the_fake_hip_an_fp16_kernel_under_the_fp8_label_is_never_ok(tmp
     monkeypatch.setattr(table, "variants", lambda test, rt: fp16.variants if test.name == "compute.fp8_e4m3" else variants(test, rt))
     r = run_rocm(tmp_path, "compute.fp8_e4m3")
     assert_caught(r["compute.fp8_e4m3"], "types", "no native kernel")
+
+
+@lavapipe
+def test_a_value_taken_from_the_wrong_sample_fails_the_statistics_guard(tmp_path, monkeypatch):
+    # The runner's summary reports the best sample as the median (a statistic from the wrong
+    # sample): the value no longer follows from the samples the result keeps.
+    from peakbench.harness import runner, stats
+    summarize = stats.summarize
+    monkeypatch.setattr(runner, "summarize", lambda values: replace(summarize(values), median=max(values)))
+    r = run_inprocess(tmp_path, monkeypatch, "compute.fp32,memory.write")
+    for test in ("compute.fp32", "memory.write"):
+        assert_caught(r[test], "statistics", "is not the median of its")

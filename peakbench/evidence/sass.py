@@ -122,14 +122,18 @@ def loops(listing: str) -> list[tuple[int, int]]:
     return found
 
 
+def innermost(listing: str) -> list[str]:
+    """The lines of each loop that holds no other, the largest first."""
+    spans = loops(listing)
+    inner = sorted((s for s in spans if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans)),
+                   key=lambda s: s[0] - s[1])
+    return ["\n".join(m.group(0) for m in _LINE.finditer(listing) if low <= int(m.group(1), 16) <= high)
+            for low, high in inner]
+
+
 def loop_body(listing: str) -> str:
     """The lines of the largest innermost loop (one that holds no other), or "" when none."""
-    spans = loops(listing)
-    inner = [s for s in spans if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans)]
-    if not inner:
-        return ""
-    low, high = max(inner, key=lambda s: s[1] - s[0])
-    return "\n".join(m.group(0) for m in _LINE.finditer(listing) if low <= int(m.group(1), 16) <= high)
+    return next(iter(innermost(listing)), "")
 
 
 def installed() -> bool:
@@ -191,14 +195,7 @@ def memory_census(listing: str | None, source: str = "SASS") -> LoopCensus:
                 key = access(m.group(1), "load" if g.group(1) == "LDG" else "store", width)
                 ops[key] = ops.get(key, 0) + 1
         return ops
-    ops, where = moved(addressed), "the whole kernel (no loop moves memory)"
-    spans = loops(addressed)
-    inner = [s for s in spans if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans)]
-    for low, high in sorted(inner, key=lambda s: s[0] - s[1]):
-        body = "\n".join(m.group(0) for m in _LINE.finditer(addressed) if low <= int(m.group(1), 16) <= high)
-        found = moved(body)
-        if found:
-            ops, where = found, "the innermost loop"
-            break
+    found = next((ops for ops in map(moved, innermost(addressed)) if ops), None)
+    ops, where = (found, "the innermost loop") if found else (moved(addressed), "the whole kernel (no loop moves memory)")
     work = sum(n * sum(accessed(k)[1:]) for k, n in ops.items())
     return LoopCensus(dict(sorted(ops.items())), work, frozenset(), source, f"counted in {where}")

@@ -1,5 +1,6 @@
 """The census of a SPIR-V module's main loop: its arithmetic instructions, the ops they do and the
-types they work on (peakbench/runtime.py LoopCensus), for the work and types guards.
+types they work on (peakbench/runtime.py LoopCensus), for the work and types guards; and the
+device loads and stores of a stream kernel (memory_census), for the memory tests' work guard.
 
 The module is first run through spirv-opt's store elimination and loop unrolling, so the
 `[[unroll]]` loops of GLSL kernels become straight code, as every driver compiles them; the
@@ -80,19 +81,54 @@ def lanes(type_name: str) -> int:
 
 
 def census(code: bytes) -> LoopCensus:
-    """The census of a module, cached (folder spirv-census, keyed by its words and this file), so
-    a second run reads it instead of running spirv-opt and spirv-dis again."""
-    key = cache.key(code, Path(__file__).read_bytes())
+    """The census of a module's arithmetic (count), cached (_cached)."""
+    return _cached(b"arithmetic", code, count)
+
+
+def _cached(kind: bytes, code: bytes, counter) -> LoopCensus:
+    """counter(code), cached in the folder spirv-census by the module's words, the kind of count
+    and this file, so a second run reads it instead of running spirv-opt and spirv-dis again."""
+    key = cache.key(kind, code, Path(__file__).read_bytes())
     d = cache.load_json("spirv-census", key)
     if isinstance(d, dict):
         try:
             return LoopCensus(d["ops"], d["work"], frozenset(d["types"]), d["source"], d["note"])
         except (KeyError, TypeError):
             pass               # written by another layout: count again and replace it
-    found = count(code)
+    found = counter(code)
     cache.store_json("spirv-census", key, {"ops": found.ops, "work": found.work, "types": sorted(found.types),
                                            "source": found.source, "note": found.note})
     return found
+
+
+def _module(code: bytes) -> tuple[list, str, list]:
+    """The optimized module's instructions (result id, opcode, operands), spirv-opt's note, and
+    its blocks (label, instructions)."""
+    from peakbench.spirv_tools import disassemble
+    module, note = _optimized(code)
+    lines = [(m.group(1), m.group(2), m.group(3)) for m in map(_INSN.match, disassemble(module).splitlines()) if m]
+    blocks: list[tuple[str, list]] = []
+    for rid, op, rest in lines:
+        if op == "OpLabel":
+            blocks.append((rid, []))
+        elif blocks:
+            blocks[-1][1].append((rid, op, rest))
+    return lines, note, blocks
+
+
+def _innermost_loops(blocks: list[tuple[str, list]]):
+    """The instructions of each loop that holds no other: the blocks from its header up to its
+    merge block, less its continue target (the counter's increment)."""
+    labels = [b[0] for b in blocks]
+    for start, (_, body) in enumerate(blocks):
+        merge = next((rest.split() for _, op, rest in body if op == "OpLoopMerge"), None)
+        if merge is None:
+            continue
+        end = labels.index(merge[0]) if merge[0] in labels else len(blocks)
+        inner = [b for b in blocks[start:end] if b[0] != merge[1]]
+        if any(op == "OpLoopMerge" for _, b in inner[1:] for _, op, _ in b):
+            continue                        # an outer loop: its inner loop is counted on its own
+        yield [x for _, b in inner for x in b]
 
 
 STORAGE = ("StorageBuffer", "Uniform", "PhysicalStorageBuffer")
@@ -124,40 +160,21 @@ def type_bytes(name: str) -> int:
 
 
 def memory_census(code: bytes) -> LoopCensus:
-    """The loads from and stores to device buffers of a module's innermost loop or, where none is
-    left after unrolling, of its whole body (the stream kernels' tiles and rows): ops
-    "OpLoad i32x4" and "OpStore i32x4" with their counts, work the bytes they move, for the work
-    guard of the memory tests. Cached as census() is."""
-    key = cache.key(b"memory", code, Path(__file__).read_bytes())
-    d = cache.load_json("spirv-census", key)
-    if isinstance(d, dict):
-        try:
-            return LoopCensus(d["ops"], d["work"], frozenset(d["types"]), d["source"], d["note"])
-        except (KeyError, TypeError):
-            pass
-    found = count_memory(code)
-    cache.store_json("spirv-census", key, {"ops": found.ops, "work": found.work, "types": sorted(found.types),
-                                           "source": found.source, "note": found.note})
-    return found
+    """The loads from and stores to device buffers of a module's innermost loop that moves any or,
+    where none does after unrolling, of its whole body (the stream kernels' tiles and rows), keyed
+    with what each moves ("OpLoad i32x4 (load, 16 B)"), work their bytes: for the memory tests'
+    work guard. Cached as census() is."""
+    return _cached(b"memory", code, count_memory)
 
 
 def count_memory(code: bytes) -> LoopCensus:
-    from peakbench.spirv_tools import disassemble
-    module, note = _optimized(code)
-    lines = [(m.group(1), m.group(2), m.group(3)) for m in map(_INSN.match, disassemble(module).splitlines()) if m]
+    lines, note, blocks = _module(code)
     types = _types(lines)
     value_type = {rid: rest.split()[0] for rid, op, rest in lines if rid and rest and not op.startswith("OpType")}
     device = {rid for rid, op, rest in lines if op == "OpVariable" and rest.split()[1] in STORAGE}
     for rid, op, rest in lines:                     # pointers derived from a device buffer
         if op in CHAINS and rest.split()[1] in device:
             device.add(rid)
-    blocks: list[list] = []
-    for rid, op, rest in lines:
-        if op == "OpLabel":
-            blocks.append([])
-        elif blocks:
-            blocks[-1].append((rid, op, rest))
-    labels = [rid for rid, op, _ in lines if op == "OpLabel"]
 
     def moved(body) -> dict[str, int]:
         ops: dict[str, int] = {}
@@ -177,71 +194,48 @@ def count_memory(code: bytes) -> LoopCensus:
         return sum(n * sum(accessed(k)[1:]) for k, n in ops.items())
     # The innermost loop that moves device memory (a reduction's loop over shared memory is not
     # the stream); none: the whole kernel, whose unrolled tiles and rows are straight code.
-    ops, where = moved([x for b in blocks for x in b]), "the whole kernel (no loop moves memory)"
-    for start, b in enumerate(blocks):
-        merge = next((rest.split() for _, op, rest in b if op == "OpLoopMerge"), None)
-        if merge is None:
-            continue
-        end = labels.index(merge[0]) if merge[0] in labels else len(blocks)
-        inside = [i for i in range(start, end) if labels[i] != merge[1]]
-        if any(op == "OpLoopMerge" for i in inside[1:] for _, op, _ in blocks[i]):
-            continue                        # an outer loop: its inner loop is counted on its own
-        found = moved([x for i in inside for x in blocks[i]])
-        if nbytes(found) and where.startswith("the whole"):
-            ops, where = found, "the innermost loop"
+    found = next((ops for ops in map(moved, _innermost_loops(blocks)) if nbytes(ops)), None)
+    ops, where = ((found, "the innermost loop") if found else
+                  (moved([x for _, b in blocks for x in b]), "the whole kernel (no loop moves memory)"))
     return LoopCensus(dict(sorted(ops.items())), nbytes(ops), frozenset(), "SPIR-V",
                       "; ".join(filter(None, [note, f"counted in {where}"])))
 
 
 def count(code: bytes) -> LoopCensus:
-    from peakbench.spirv_tools import disassemble
-    module, note = _optimized(code)
-    lines = [(m.group(1), m.group(2), m.group(3)) for m in map(_INSN.match, disassemble(module).splitlines()) if m]
+    lines, note, blocks = _module(code)
     types = _types(lines)
     matrices = _matrices(lines, types)
     value_type = {rid: rest.split()[0] for rid, op, rest in lines if rid and rest and not op.startswith("OpType")}
     glsl = {rid for rid, op, rest in lines if op == "OpExtInstImport" and "GLSL.std.450" in rest}
-    blocks: list[tuple[str, list]] = []
-    for rid, op, rest in lines:
-        if op == "OpLabel":
-            blocks.append((rid, []))
-        elif blocks:
-            blocks[-1][1].append((rid, op, rest))
-    labels = [b[0] for b in blocks]
-    loops = [(i, rest.split()) for i, (_, body) in enumerate(blocks) for _, op, rest in body if op == "OpLoopMerge"]
+    loops = any(op == "OpLoopMerge" for _, op, _ in lines)
     best = None
-    for start, (merge, cont, *_hint) in loops:
-        end = labels.index(merge) if merge in labels else len(blocks)
-        inner = [b for b in blocks[start:end] if b[0] != cont]
-        if any(op == "OpLoopMerge" for label, body in inner[1:] for _, op, _ in body):
-            continue                        # an outer loop: its inner loop is counted on its own
+    for body in _innermost_loops(blocks):
         ops, work, used = {}, 0, set()
-        for _, body in inner:
-            for rid, op, rest in body:
-                args = rest.split()
-                if op == "OpExtInst" and len(args) >= 3 and args[1] in glsl and args[2] == "Fma":
-                    op = "Fma"
-                if op in PER_LANE:
-                    t = types.get(args[0], "?")
-                    n = PER_LANE[op] * lanes(t)
-                elif op.startswith(DOTS):
-                    operand = types.get(value_type.get(args[1], ""), "?")
-                    if "PackedVectorFormat4x8Bit" in rest:
-                        t, n = "i8x4", 7
-                    else:
-                        t, n = operand, 2 * lanes(operand) - 1
-                    n += 1 if "AccSat" in op else 0
-                elif op in MMA:
-                    (a, m, k), (c, _, n_) = (matrices.get(value_type.get(args[1], ""), ("?", 0, 0)),
-                                             matrices.get(args[0], ("?", 0, 0)))
-                    t, n = f"{a}.{c}", 2 * m * n_ * k
-                    op = f"{op} {m}x{n_}x{k}"
+        for rid, op, rest in body:
+            args = rest.split()
+            if op == "OpExtInst" and len(args) >= 3 and args[1] in glsl and args[2] == "Fma":
+                op = "Fma"
+            if op in PER_LANE:
+                t = types.get(args[0], "?")
+                n = PER_LANE[op] * lanes(t)
+            elif op.startswith(DOTS):
+                operand = types.get(value_type.get(args[1], ""), "?")
+                if "PackedVectorFormat4x8Bit" in rest:
+                    t, n = "i8x4", 7
                 else:
-                    continue
-                key = f"{op} {t}"
-                ops[key] = ops.get(key, 0) + 1
-                work += n
-                used.add(t)
+                    t, n = operand, 2 * lanes(operand) - 1
+                n += 1 if "AccSat" in op else 0
+            elif op in MMA:
+                (a, m, k), (c, _, n_) = (matrices.get(value_type.get(args[1], ""), ("?", 0, 0)),
+                                         matrices.get(args[0], ("?", 0, 0)))
+                t, n = f"{a}.{c}", 2 * m * n_ * k
+                op = f"{op} {m}x{n_}x{k}"
+            else:
+                continue
+            key = f"{op} {t}"
+            ops[key] = ops.get(key, 0) + 1
+            work += n
+            used.add(t)
         if any(op.startswith(MMA) for op in ops):      # beside matrix steps, integer ops are indexing
             mma = {op: n for op, n in ops.items() if op.startswith(MMA)}
             work = sum(n * _mma_work(op) for op, n in mma.items())

@@ -2,14 +2,14 @@
 backend. Each guard's verdict goes into the result's evidence["guards"] ({"verdict": "passed",
 "failed" or "not_checked", "why": ...}); one that finds a lie fails the test with a reason that
 names it ("guard work: ..."); one that cannot look says why and never fails, and a result whose
-work or bound no guard could check is reported unverified (`verification`).
+work or bound no guard could check is reported unverified (`unverified`).
 
   types          the operand types of the loop's arithmetic (from the compiled kernel) are the
                  test's; a catalog entry with no kernel is never run
   work           the loop body's ops, counted in the compiled kernel, are the catalog's claim
                  (or a whole multiple of it: a compiler may unroll the iterations loop): SPIR-V
                  on Vulkan, SASS on CUDA, the code object's AMDGPU assembly on ROCm; a stream's
-                 device loads and stores are the bytes it counts (SPIR-V)
+                 device loads and stores are the bytes it counts (SPIR-V, SASS)
   sass           on NVIDIA's Vulkan driver, the same two of the SASS the driver compiled
   iterations     the output is checked after two different iteration or pass counts
                  (the workloads do it; the reason is theirs)
@@ -21,6 +21,7 @@ work or bound no guard could check is reported unverified (`verification`).
                  latency is not under one cycle of the device's highest clock a load
   cycle-clock    the chase's cycle counter implies no clock above the device's maximum
   chase-stride   the chase's nodes are at least a cache line apart
+  statistics     the value and its statistics follow from the samples the result keeps
 """
 from __future__ import annotations
 

@@ -23,7 +23,8 @@ from peakbench.harness import runner
 from peakbench.harness.runner import Load, Settings, VariantResult
 from peakbench.harness.stats import round_significant
 from peakbench.report import compare, render
-from peakbench.report.result import CATEGORIES, Output, Result, ResultFileError, Run, document, save_json
+from peakbench.report.result import (CATEGORIES, Output, Result, ResultFileError, Run, document, sample_problem,
+                                     save_json)
 from peakbench.specs import GpuSpec, match
 from peakbench.telemetry import Sampler
 
@@ -242,6 +243,10 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
     result = Result(test.name, "ok", test.unit, value=round_significant(best.summary.median, 4),
                     stats=best.summary.as_json(), clock_mhz=best.clock_mhz, params=params,
                     evidence=evidence, series=series, samples=list(best.samples), verified=unchecked is None)
+    # what every reader will recompute: a value taken from other samples than those kept fails here
+    problem = sample_problem({"status": "ok", "value": result.value, "stats": result.stats, "samples": result.samples})
+    if problem:
+        return failed(test, best, guards.reason("statistics", problem), params, evidence), None
     return result, best.window
 
 
