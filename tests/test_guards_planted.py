@@ -383,3 +383,17 @@ def test_a_value_taken_from_the_wrong_sample_fails_the_statistics_guard(tmp_path
     r = run_inprocess(tmp_path, monkeypatch, "compute.fp32,memory.write")
     for test in ("compute.fp32", "memory.write"):
         assert_caught(r[test], "statistics", "is not the median of its")
+
+
+@lavapipe
+@pytest.mark.parametrize("test, bounding", [("compute.int64", "compute.int32"), ("sfu.sqrt", "sfu.rsqrt"),
+                                            ("atomic.shared_add", "memory.shared")])
+def test_a_rate_above_the_test_that_bounds_it_fails_where_the_vendor_gives_no_peak(tmp_path, monkeypatch, test, bounding):
+    # No peak of its own: a spec whose bounding test's peak lavapipe already exceeds many times is
+    # the planted bound (lavapipe reads no clock: the peak at the boost clock holds it).
+    path = tmp_path / "bounding.toml"
+    path.write_text(f'[[gpu]]\nname = "Planted"\nboost_clock_mhz = 1000\n[gpu.peaks]\n"{bounding}" = 1e-6\n')
+    r = run_inprocess(tmp_path, monkeypatch, test, "--spec", str(path))
+    if r[test]["status"] == "unsupported":
+        pytest.skip(r[test]["reason"])
+    assert_caught(r[test], "clock-ceiling", f"x {bounding}'s peak of spec Planted")
