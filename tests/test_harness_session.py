@@ -1,7 +1,7 @@
 """peakbench.harness.session: run_test on a fake device (ok, failed, unsupported) and with_spec."""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import pytest
 
@@ -9,9 +9,10 @@ from fakes import FakeClock, FakeDevice, FakeSweep, FakeWorkload, fake_info, use
 from peakbench.backend import Unsupported
 from peakbench.catalog import ComputeTest as Spec  # aliased: pytest would try to collect Test*
 from peakbench.catalog import Variant, default_catalog
-from peakbench.harness import runner, session
+from peakbench.harness import guards, runner, session
 from peakbench.harness.runner import Settings, screening_variants
 from peakbench.harness.session import run_test, with_spec
+from peakbench.report.render import rows
 from peakbench.report.result import Result
 from peakbench.workload import Axis
 from peakbench.specs import GpuSpec, find, load_database
@@ -343,7 +344,7 @@ def read_on(clock, items_factor: float = 1.0):
     whose count of bytes is off claims `items_factor` times the items."""
     def make(test, variant):
         w = FakeWorkload(1e-3, 1e6 / test.per_item(variant) * items_factor, clock=clock, name=variant.name)
-        session.guards.passed(w.evidence, "coverage", "planted: every vector counted")
+        guards.passed(w.evidence, "coverage", "planted: every vector counted")
         return w
     return FakeDevice({"memory.read": make}, clock=clock)
 
@@ -364,8 +365,6 @@ def test_a_result_no_guard_could_bound_is_ok_but_unverified(clock):
     r = run_test(read_on(clock), READ, SETTINGS, lambda _: None, None)
     assert r.status == "ok" and r.verified is False
     assert r.evidence["unverified"] == "bound: no spec peak for memory.read"
-    from peakbench.report.render import rows
-    from dataclasses import asdict
     assert rows({"results": [asdict(r)]})[0][-1] == "ok (unverified: no bound)"
 
 
@@ -378,7 +377,6 @@ def test_without_a_guard_on_its_work_a_result_is_unverified_too(clock):
 def test_a_latency_under_one_cycle_a_load_fails_the_bound_guard():
     latency = default_catalog().get("latency.l1")
     spec = GpuSpec("Fake GPU", 2000.0, {})
-    from peakbench.harness import guards
     assert guards.bound(latency, 0.6, fake_info(), spec)[0] is None          # 1.2 cycles at 2000 MHz
     problem, _ = guards.bound(latency, 0.4, fake_info(), spec)
     assert problem == "0.4 ns a load, one cycle at the 2000 MHz maximum (spec Fake GPU) is 0.5 ns"
