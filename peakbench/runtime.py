@@ -37,12 +37,26 @@ class LoopCensus:
     arithmetic instructions (opcode and result type, e.g. "Fma f16x2"), `work` the ops they do
     counted the catalog's way (an FMA is 2 per lane), `types` the operand types they work on
     ("f16x2", "i8x4", ...), `source` what was read (SPIR-V, SASS, AMDGPU). `note` says why
-    nothing was counted, where the census could not be taken (then ops is empty)."""
+    nothing was counted, where the census could not be taken (then ops is empty). `forms`: what
+    the code does in place of the native operation it is counted as (FORMS)."""
     ops: dict
     work: int
     types: frozenset
     source: str
     note: str = ""
+    forms: frozenset = frozenset()
+
+
+# What a census may find the compiler made of an operation (LoopCensus.forms):
+#   aggregated        a warp's atomic adds to one address summed first, one atomic a warp
+#   compare-and-swap  an atomic add done as a compare-and-swap loop: no native add
+#   pieces            a 64-bit multiply-add built from 32-bit instructions, counted by the one
+#                     instruction each has once (SASS: IMAD.WIDE.U32)
+FORMS = ("aggregated", "compare-and-swap", "pieces")
+# What a census counts (Runtime.census's kind): the loop's vector arithmetic in ops (or, "pieces",
+# 64-bit multiply-adds by their pieces where the machine has no 64-bit multiplier), a stream's
+# device loads and stores in bytes, its atomic adds or its special-function results, one a lane.
+CENSUS_KINDS = ("arithmetic", "pieces", "memory", "atomic", "special")
 
 
 @dataclass(frozen=True)
@@ -100,9 +114,9 @@ class Runtime(Protocol):
         """`repeat` launches of `grid` workgroups back to back, each after the one before; the
         GPU time around them, in seconds."""
 
-    def launch_times(self, kernel: Kernel, count: int) -> list[float]:
-        """`count` launches of one workgroup without arguments, each timed on the host from
-        submission to completion (seconds)."""
+    def launch_times(self, kernel: Kernel, count: int, args: Sequence = ()) -> list[float]:
+        """`count` launches of one workgroup with `args` (none for the empty kernel), each timed on
+        the host from submission to completion (seconds)."""
 
     def grid_threads(self, waves: int) -> int:
         """Threads that fill the device `waves` times over."""
@@ -117,11 +131,9 @@ class Runtime(Protocol):
         """Bytes of device memory a test may use now."""
 
     def clock_mhz(self) -> float | None: ...
-    def census(self, kernel: Kernel) -> LoopCensus | None:
-        """The kernel's main loop body, where the platform shows instructions (None elsewhere)."""
-    def memory_census(self, kernel: Kernel) -> LoopCensus | None:
-        """The device loads and stores of the kernel's memory loop (or its whole body), where the
-        platform shows them (None elsewhere)."""
+    def census(self, kernel: Kernel, kind: str = "arithmetic") -> LoopCensus | None:
+        """What the kernel's main loop body does of `kind` (CENSUS_KINDS), read from the code the
+        device runs where the platform shows it (None where it shows nothing)."""
     def evidence(self, kernel: Kernel) -> dict:
         """What the kernel became (instruction mix, driver statistics), where the platform tells."""
     def close(self) -> None: ...
@@ -148,11 +160,11 @@ class CompiledModules:
         from peakbench.sources import SHADERS
         return self.compile_text((SHADERS / source).read_text(), defines, entry, block)
 
-    def launch_times(self, kernel: Kernel, count: int) -> list[float]:
+    def launch_times(self, kernel: Kernel, count: int, args: Sequence = ()) -> list[float]:
         out = []
         for _ in range(count):
             t0 = time.perf_counter()
-            self._launch_one(kernel)           # one workgroup, no arguments, waited for
+            self._launch_one(kernel, args)     # one workgroup, waited for
             out.append(time.perf_counter() - t0)
         return out
 
@@ -169,6 +181,3 @@ class CompiledModules:
         from peakbench.evidence.listing import evidence
         return evidence(self.disassemble(kernel), self.arch)
 
-    def memory_census(self, kernel: Kernel) -> LoopCensus | None:
-        """The device loads and stores a runtime's disassembly shows; None where it reads none."""
-        return None

@@ -15,6 +15,8 @@ is declared here, with defaults, and read by the runner, never probed:
     census          the main loop's instructions (a runtime.LoopCensus, None where the platform
                     shows none) for the types and work guards; False: no loop of counted steps
     loop_items      the items one invocation does per loop iteration, for the work guard
+    after_timing(size)  (problem, evidence) of the output the timed launches left, at the
+                    measured size (the measured guard); "not checked: <why>" where it cannot
 """
 from __future__ import annotations
 
@@ -53,6 +55,9 @@ class Workload:
 
     def items(self, size: int) -> int:
         raise NotImplementedError(f"{type(self).__name__} counts no items")
+
+    def after_timing(self, size: int) -> tuple[str | None, str | dict]:
+        return None, "not checked: each launch overwrites the output the checks at small counts read"
 
     def host_times(self, count: int) -> list[float]:
         raise NotImplementedError(f"{type(self).__name__} has no host-timed launches")

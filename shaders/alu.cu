@@ -55,6 +55,7 @@ extern "C" __global__ void alu(E* __restrict__ out, const E* __restrict__ in, un
     for (int k = 0; k < ACC; k++)
 #pragma unroll
         for (int v = 0; v < VEC; v++) acc[k][v] = in[((gid * ACC + k) % SEEDS) * VEC + v];
+#pragma unroll 1      // one iteration a loop trip: the work guard counts its body exactly
     for (unsigned i = 0; i < iterations; i++)
 #pragma unroll
         for (int u = 0; u < UNROLL; u++)

@@ -23,7 +23,7 @@ void main() {
     T b_ = b, c_ = c;
     T acc[ACC];
     [[unroll]] for (uint k = 0; k < ACC; k++) acc[k] = seeds[(gid * ACC + k) % SEEDS];
-    for (uint i = 0; i < push.iterations; i++) {
+    [[dont_unroll]] for (uint i = 0; i < push.iterations; i++) {
         [[unroll]] for (uint u = 0; u < UNROLL; u++) {
             [[unroll]] for (uint k = 0; k < ACC; k++) {
 #if IS_FLOAT

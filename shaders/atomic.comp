@@ -27,13 +27,13 @@ void main() {
     T v = T(gid % 5u + 1u);
 #if SHARED
     s[lid] = T(0);
-    for (uint i = 0; i < push.iterations; i++) {
+    [[dont_unroll]] for (uint i = 0; i < push.iterations; i++) {
         [[unroll]] for (uint u = 0; u < UNROLL; u++) atomicAdd(s[lid], v);
     }
     words[gid] = s[lid];
 #else
     uint at = CONTENDED != 0 ? gid / WARP : gid;
-    for (uint i = 0; i < push.iterations; i++) {
+    [[dont_unroll]] for (uint i = 0; i < push.iterations; i++) {
         [[unroll]] for (uint u = 0; u < UNROLL; u++) atomicAdd(words[at], v);
     }
 #endif

@@ -30,6 +30,7 @@ extern "C" __global__ void atomic(T* __restrict__ out, unsigned iterations) {
 #else
     T* at = out + (CONTENDED ? gid / WARP : gid);
 #endif
+#pragma unroll 1      // one iteration a loop trip: the work guard counts its body exactly
     for (unsigned i = 0; i < iterations; i++)
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) ADD(at, v);

@@ -216,4 +216,14 @@ extern "C" __global__ void chase_link(unsigned* next, unsigned nodes, unsigned s
 }
 #endif
 
+#if defined(SPIN) && SPIN
+// launch.overhead's completion check (workloads/launch.py): one thread steps a 32-bit LCG
+// `iterations` times from 1 and stores it, as shaders/empty.comp does.
+extern "C" __global__ void empty(unsigned* out, unsigned iterations) {
+    unsigned x = 1u;
+    for (unsigned i = 0; i < iterations; i++) x = x * 1664525u + 1013904223u;
+    out[0] = x;
+}
+#else
 extern "C" __global__ void empty() {}
+#endif

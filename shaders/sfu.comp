@@ -41,7 +41,7 @@ void main() {
         x[k] = data[(gid * ACC + k) % SEEDS];
         aa[k] = data[SEEDS + k];
     }
-    for (uint i = 0; i < push.iterations; i++) {
+    [[dont_unroll]] for (uint i = 0; i < push.iterations; i++) {
         [[unroll]] for (uint u = 0; u < UNROLL; u++) {
             t = fma(t, m, d);
             [[unroll]] for (uint k = 0; k < ACC; k++) x[k] = fma(F(x[k]), aa[k], t);

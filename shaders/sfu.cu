@@ -46,6 +46,7 @@ extern "C" __global__ void sfu(float* __restrict__ out, const float* __restrict_
         x[k] = in[(gid * ACC + k) % SEEDS];
         aa[k] = a[k];
     }
+#pragma unroll 1      // one iteration a loop trip: the work guard counts its body exactly
     for (unsigned i = 0; i < iterations; i++)
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {

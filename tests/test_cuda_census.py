@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from peakbench import kernels
+from peakbench.kernels import sfu as kernels_sfu
 from peakbench.evidence import listing
 from peakbench.catalog import default_catalog
 from peakbench.evidence import sass
@@ -44,8 +45,10 @@ def cubin(tmp_path, defines: dict, source: Path = SOURCE) -> bytes:
     return out.read_bytes()
 
 
-def census_of(binary: bytes):
-    return sass.loop_census(listing.function(sass.disassemble(binary), "alu"))
+def census_of(binary: bytes, pieces: bool = False):
+    """The census the CUDA runtime takes of an ALU kernel: a 64-bit one by its pieces."""
+    found = listing.function(sass.disassemble(binary), "alu")
+    return sass.pieces_census(found) if pieces else sass.loop_census(found)
 
 
 def guarded(test, variant, census) -> tuple:
@@ -60,14 +63,14 @@ def test_each_variant_holds_the_catalogs_work_in_its_types(tmp_path, name, varia
     test = CATALOG.get(name)
     variant = variant_of(test, variant_name)
     k = kernels.alu_kernel(test, variant, CUDA_RT)
-    found = census_of(cubin(tmp_path, k.defines))
+    found = census_of(cubin(tmp_path, k.defines), test.pieces)
     assert found.ops and found.source == "SASS", found
     assert guarded(test, variant, found) == (None, None), found
-    if guards.uncounted(test, found):          # int64: 32-bit pieces, no step to count
-        assert "32-bit pieces" in guards.uncounted(test, found)
-        return
-    claim = variant.unroll * test.accumulators * test.per_item(variant)
-    assert found.work % claim == 0 and found.work // claim in (1, 2, 4), (found, claim)
+    assert found.work == variant.unroll * test.accumulators * test.per_item(variant), found
+    if test.pieces:                             # int64: one IMAD.WIDE.U32 a multiply-add
+        assert found.forms == {"pieces"} and not guards.uncounted(test, found)
+        assert guards.uncounted(test, sass.loop_census(listing.function(sass.disassemble(
+            cubin(tmp_path, k.defines)), "alu"))).endswith("32-bit pieces, no instruction is one step")
 
 
 @needs_tools
@@ -244,3 +247,97 @@ def test_each_stream_moves_the_bytes_the_catalog_counts(tmp_path, name, layout):
                               per_item=lambda v: 2 * test.per_item(v))
     problem, _ = guards.moved(doubled, variant, census, variant.unroll)
     assert problem and f"the catalog claims {2 * test.per_item(variant) * variant.unroll:g} bytes" in problem
+
+
+# -- the atomics and special functions in SASS --------------------------------------------------
+ATOMICS = [(t.name, v.name) for t in CATALOG.tests if t.family == "atomic" for v in t.variants
+           if not (t.space == "shared" and v.name == "f32")]         # a CAS loop on NVIDIA: left out
+SPECIALS = [(t.name, v.name) for t in CATALOG.tests if t.family == "sfu" for v in t.variants]
+
+
+@needs_tools
+@pytest.mark.parametrize("name, variant_name", ATOMICS, ids=[f"{a}-{b}" for a, b in ATOMICS])
+def test_each_atomic_loop_holds_the_adds_the_catalog_counts(tmp_path, name, variant_name):
+    from peakbench.workloads import atomic
+    test = CATALOG.get(name)
+    variant = next(v for v in test.variants if v.name == variant_name)
+    binary = cubin(tmp_path, atomic.defines(test, variant, 32, 256), SOURCE.with_name("atomic.cu"))
+    census = sass.operation_census(listing.function(sass.disassemble(binary), "atomic"), "atomic")
+    problem, evidence = guards.work(test, variant, census, variant.unroll)
+    assert problem is None, problem
+    assert all(op.startswith(("RED", "ATOMS.ADD")) for op in census.ops), census.ops
+    assert not census.forms, census.forms             # nvcc neither aggregates nor loops on a CAS here
+    # a host that counts each add twice
+    doubled = SimpleNamespace(per_item=lambda v: 2 * test.per_item(v))
+    problem, _ = guards.work(doubled, variant, census, variant.unroll)
+    assert problem and f"the catalog claims {2 * variant.unroll}" in problem
+
+
+@needs_tools
+def test_a_shared_float_add_is_found_to_be_a_compare_and_swap_loop(tmp_path):
+    from peakbench.workloads import atomic
+    test = CATALOG.get("atomic.shared_add")
+    variant = next(v for v in test.variants if v.name == "f32")
+    binary = cubin(tmp_path, atomic.defines(test, variant, 32, 256), SOURCE.with_name("atomic.cu"))
+    census = sass.operation_census(listing.function(sass.disassemble(binary), "atomic"), "atomic")
+    assert "compare-and-swap" in census.forms
+    assert atomic.emulated(test, "f32", census).startswith("[hardware] the compiler makes the f32 atomic add in"
+                                                           " shared memory a compare-and-swap loop")
+
+
+@needs_tools
+@pytest.mark.parametrize("name, variant_name", SPECIALS, ids=[f"{a}-{b}" for a, b in SPECIALS])
+def test_each_special_function_loop_holds_one_mufu_a_result(tmp_path, name, variant_name):
+    from peakbench.workloads import sfu
+    test = CATALOG.get(name)
+    variant = next(v for v in test.variants if v.name == variant_name)
+    acc = variant.accumulators or test.accumulators
+    binary = cubin(tmp_path, {**sfu.defines(test.function), "ACC": acc, "UNROLL": variant.unroll, "SEEDS": sfu.SEEDS},
+                   SOURCE.with_name("sfu.cu"))
+    census = sass.operation_census(listing.function(sass.disassemble(binary), "sfu"), "special")
+    problem, _ = guards.work(test, variant, census, variant.unroll * acc)
+    assert problem is None, problem
+    assert list(census.ops) == [kernels_sfu.INSTRUCTION["cuda"][test.function]], census.ops
+
+
+def test_the_vulkan_drivers_warp_aggregation_and_cas_loop_are_named():
+    """The shapes of NVIDIA's Vulkan SASS for atomic.comp (driver 580, PERFORMANCE_ANALYSIS.md):
+    MATCH + REDUX before one REDG a warp, and ATOMS.CAST.SPIN in its retry loop."""
+    def line(address: int, text: str) -> str:
+        return f"        /*{address:04x}*/                   {text} ;\n"
+    aggregated = "".join([line(0x100, "MATCH.ALL.U64 R4, R2"), line(0x110, "REDUX.SUM UR5, R3"),
+                          line(0x120, "VOTEU.ANY UP0, PT"), line(0x130, "@P0 REDG.E.ADD.STRONG.GPU [R2.64], R5"),
+                          line(0x140, "@P1 BRA 0x100")])
+    found = sass.operation_census(aggregated, "atomic")
+    assert found.ops == {"REDG.E.ADD.STRONG.GPU": 1} and found.forms == {"aggregated"}
+    spin = "".join([line(0x100, "LDS R4, [R2]"), line(0x110, "FADD R5, R4, R3"),
+                    line(0x120, "ATOMS.CAST.SPIN P0, [R2], R4, R5"), line(0x130, "@!P0 BRA 0x100"),
+                    line(0x140, "@P1 BRA 0x100")])
+    assert sass.operation_census(spin, "atomic").forms == {"compare-and-swap"}
+    assert sass.operation_census("", "atomic").note
+
+
+# -- the tensor-core steps in SASS ---------------------------------------------------------------
+def hopper_forms():
+    from peakbench.cuda import tensor
+    return [(f.test, f) for f in tensor.FORMS if tensor.native(f, (9, 0))]
+
+
+@needs_tools
+@pytest.mark.parametrize("dtype, form", hopper_forms(), ids=[f.name + ("-sp" if f.sparse else "") + f"-{d}"
+                                                           for d, f in hopper_forms()])
+def test_each_tensor_loop_holds_the_catalogs_steps_in_its_types(tmp_path, dtype, form):
+    from peakbench.catalog import matrix as matrix_catalog
+    from peakbench.cuda import tensor
+    test = next(t for t in CATALOG.tests if t.family == "matrix" and t.dtype == dtype
+                and matrix_catalog.is_sparse(t) == form.sparse)
+    variant = tensor.variant_of(form)
+    acc = variant.accumulators or test.accumulators
+    binary = cubin(tmp_path, tensor.defines(form, variant, acc), SOURCE.with_name(form.source))
+    census = sass.tensor_census(listing.function(sass.disassemble(binary), tensor.kernel_name(form)))
+    assert guards.types(test, variant, census)[0] is None, census
+    problem, evidence = guards.work(test, variant, census, variant.unroll * acc)
+    assert problem is None, problem
+    assert all(form.issued([op]) for op in census.ops), census.ops
+    doubled = SimpleNamespace(per_item=lambda v: 2 * test.per_item(v))      # a host count twice the steps'
+    assert guards.work(doubled, variant, census, variant.unroll * acc)[0].startswith("loop body has ")

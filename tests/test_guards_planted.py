@@ -266,6 +266,103 @@ def test_an_int64_loop_doing_less_work_per_step_fails_the_work_guard(tmp_path):
 
 
 @lavapipe
+def test_atomics_folded_into_one_add_an_iteration_fail_the_work_guard(tmp_path):
+    # One add of v * UNROLL where the catalog counts UNROLL adds of v: the same sums after every
+    # count (the iterations guard passes), a sixteenth of the atomics.
+    r = run_edited(tmp_path, "atomic.comp", "u < UNROLL; u++) atomicAdd(words[at], v);",
+                   "u < 1u; u++) atomicAdd(words[at], v * T(UNROLL));", "atomic.global_add,atomic.global_add_contended")
+    for name in ("atomic.global_add", "atomic.global_add_contended"):
+        assert_caught(r[name], "work", "1 OpAtomicIAdd i32 = 1 ops", "the catalog claims 16")
+
+
+@lavapipe
+@pytest.mark.parametrize("descriptor, tests, words", [
+    ("atomic.AtomicTest", "atomic.*", "16 OpAtomicIAdd i32 = 16 ops, the catalog claims 32"),
+    ("sfu.SfuTest", "sfu.sin,sfu.rcp", "= 256 ops, the catalog claims 512"),
+])
+def test_a_host_count_of_atomics_or_function_results_off_by_two_fails_the_work_guard(tmp_path, monkeypatch,
+                                                                                   descriptor, tests, words):
+    import importlib
+    module, name = descriptor.split(".")
+    cls = getattr(importlib.import_module(f"peakbench.catalog.{module}"), name)
+    per_item = cls.per_item
+    monkeypatch.setattr(cls, "per_item", lambda self, variant: 2 * per_item(self, variant))
+    r = run_inprocess(tmp_path, monkeypatch, tests)
+    assert r and all(t["status"] == "failed" for t in r.values()), r
+    for t in r.values():
+        assert_caught(t, "work", words)
+
+
+@lavapipe
+def test_launches_lost_after_the_first_fail_the_measured_guard(tmp_path, monkeypatch):
+    # A runtime that skips a long launch identical to the one before (a command buffer thought
+    # still valid), waiting as long as the earlier one took and reporting its time: the checks at
+    # 1 and 2 iterations or passes and the timer pass; the timed launches are lost. An atomic
+    # buffer sums every launch, an update's destination every pass.
+    import time
+    from peakbench.vulkan.device import Buffer
+    from peakbench.vulkan.runtime import VulkanRuntime
+    launch, last = VulkanRuntime.launch, {}
+
+    def lossy(self, kernel, grid, args, repeat=1):
+        key = (kernel.name, grid, tuple(str(a) for a in args), repeat)
+        long = repeat > 2 or any(int(a) > 2 for a in args if not isinstance(a, Buffer))
+        if long and last.get("key") == key:
+            time.sleep(last["seconds"])
+            return last["seconds"]
+        last.update(key=key, seconds=launch(self, kernel, grid, args, repeat))
+        return last["seconds"]
+    monkeypatch.setattr(VulkanRuntime, "launch", lossy)
+    r = run_inprocess(tmp_path, monkeypatch, "atomic.global_add,atomic.global_add_contended,memory.update")
+    for name in ("atomic.global_add", "atomic.global_add_contended"):
+        assert_caught(r[name], "measured", "iterations launched since the check", "differ from the host's sums")
+    assert_caught(r["memory.update"], "measured", "passes since the check", "differs from the host's")
+
+
+@lavapipe
+@pytest.mark.parametrize("fault, words", [
+    # the host stops its clock at submission: a tenth of each launch's submit-to-fence time
+    ("early", "the timed path does not wait for the launch to complete"),
+    # the timed path submits nothing and reads the clock twice
+    ("lost", "its output is not the host's"),
+])
+def test_a_launch_path_that_does_not_wait_or_loses_launches_fails_the_measured_guard(tmp_path, monkeypatch, fault,
+                                                                                     words):
+    import time
+    from peakbench.vulkan.runtime import VulkanRuntime
+    real = VulkanRuntime.launch_times
+
+    def planted(self, kernel, count, args=()):
+        if fault == "early":
+            return [t / 10 for t in real(self, kernel, count, args)]
+        out = []
+        for _ in range(count):
+            t0 = time.perf_counter()
+            out.append(time.perf_counter() - t0 + 1e-5)
+        return out
+    monkeypatch.setattr(VulkanRuntime, "launch_times", planted)
+    r = run_inprocess(tmp_path, monkeypatch, "launch.overhead")
+    assert_caught(r["launch.overhead"], "measured", "from submission to completion on the timed path", words)
+
+
+@lavapipe
+def test_copies_lost_after_the_first_fail_the_measured_guard(tmp_path, monkeypatch):
+    # A copy path that submits only the first copy of a launch and waits as long as all would take.
+    import time
+    from peakbench.vulkan.transfer import VulkanLink
+    copy = VulkanLink.copy
+
+    def first_only(self, jobs, nbytes, at):
+        seconds = copy(self, jobs, nbytes, at[:1])
+        time.sleep(seconds * (len(at) - 1))
+        return seconds * len(at)
+    monkeypatch.setattr(VulkanLink, "copy", first_only)
+    r = run_inprocess(tmp_path, monkeypatch, "transfer.h2d,transfer.d2h")
+    for name in ("transfer.h2d", "transfer.d2h"):
+        assert_caught(r[name], "measured", "copies a launch, each at its own offset", "bytes differ from the host data")
+
+
+@lavapipe
 def test_a_plain_quick_run_raises_no_false_alarm(tmp_path):
     out = tmp_path / "out.json"
     env = {**os.environ, "PEAKBENCH_CACHE": str(tmp_path / "cache")}

@@ -121,12 +121,16 @@ def test_machine_types_and_pieces_are_not_false_alarms():
     assert guards.work(int64, int64.variants[0], pieces, 512)[0] is None
 
 
-def test_work_accepts_a_whole_unrolled_multiple_and_says_so():
+def test_work_must_equal_one_iteration_a_multiple_is_a_doubled_count():
+    # The kernels keep their iterations loop rolled: twice the claim in the loop is what a host
+    # counting half the work, or a compiler unrolling against the kernel's pragma, would show.
     from peakbench.catalog import default_catalog
     fp16 = default_catalog().get("compute.fp16")
     v = fp16.variants[0]                                       # x2u64: 64 x 8 items of 4 ops
-    problem, evidence = guards.work(fp16, v, census({"HFMA2 f16x2": 1024}, 4096, {"f16x2"}), 512)
-    assert problem is None and evidence["unrolled"] == 2
+    problem, evidence = guards.work(fp16, v, census({"HFMA2 f16x2": 512}, 2048, {"f16x2"}), 512)
+    assert problem is None and evidence["ops_counted"] == evidence["ops_claimed"] == 2048
+    problem, _ = guards.work(fp16, v, census({"HFMA2 f16x2": 1024}, 4096, {"f16x2"}), 512)
+    assert problem.startswith("loop body has 1024 HFMA2 f16x2 = 4096 ops, the catalog claims 2048")
     problem, _ = guards.work(fp16, v, census({"HFMA2 f16x2": 768}, 3072, {"f16x2"}), 512)
     assert problem == ("loop body has 768 HFMA2 f16x2 = 3072 ops, the catalog claims 2048"
                        " (64 steps x 8 accumulators x 4 ops)")
@@ -155,7 +159,24 @@ def test_a_test_without_a_vendor_peak_is_bounded_by_the_one_its_descriptor_names
     assert where.startswith("1 x compute.int32's peak of spec NVIDIA H200 SXM: a 64-bit multiply-add")
     assert spec.ceiling("atomic.shared_add")[0] == 33454 / 4       # a word a bank and clock: 8363.5 GOPS
     assert spec.ceiling("sfu.sqrt")[0] == spec.peak("sfu.rsqrt")
-    assert spec.ceiling("memory.l2") is None                       # nothing bounds it yet
+    assert spec.ceiling("memory.l2")[0] == 33454                   # through the SMs' 128 B a clock
+    assert spec.ceiling("atomic.global_add")[0] == spec.ceiling("atomic.global_add_contended")[0] == 33454 / 4
+    assert spec.ceiling("compute.int8")[0] == 4 * 66.9 and spec.ceiling("compute.int16")[0] == 2 * 66.9
+    assert spec.ceiling("compute.fp32")[2] == "spec NVIDIA H200 SXM"  # a vendor peak is its own
+
+
+def test_on_the_h200_what_was_measured_stays_under_every_derived_bound():
+    # 2026-12-03 on board a7de1679 (PERFORMANCE_ANALYSIS.md): no false alarm from the new bounds,
+    # and a doubled count of L2 bytes or atomics would still pass where the factor is under them
+    from peakbench.catalog import default_catalog
+    cat, spec = default_catalog(), h200()
+    for name, value in (("memory.l2", 14007), ("atomic.global_add", 719.3), ("compute.int8", 133.6),
+                        ("compute.int16", 32.69)):
+        test = cat.get(name)
+        check = guards.clock_ceiling if test.clocked else lambda t, v, mhz, s: guards.bound(t, v, None, s)
+        assert check(test, value, 1980.0, spec)[0] is None, name
+    problem, _ = guards.bound(cat.get("memory.l2"), 3 * 14007, None, spec)
+    assert problem.startswith("4.202e+04 GB/s is 1.26x the 3.345e+04 GB/s bound, 1 x memory.shared's peak")
 
 
 def test_an_int64_rate_above_int32s_peak_fails_the_clock_ceiling():

@@ -129,3 +129,37 @@ def test_the_census_counts_the_accumulate_forms_and_skips_the_loop_counter():
     assert found.ops == {"v_dot4c_i32_i8 i8x4": 1, "v_fmac_f32 f32": 1, "v_pk_fma_f16 f16x2": 1}
     assert found.work == 8 + 2 + 4 and found.types == {"i8x4", "f32", "f16x2"}
     assert amdgpu.census(None).note == "no such kernel in the code object"
+
+
+def test_the_atomic_and_special_function_loops_hold_the_catalogs_count(toolchain):
+    """atomic.cu and sfu.cu as hiprtc would build them for an MI300X: one ds_add or
+    global_atomic_add a step, one v_sin_f32 (...) a function result, counted by the census the
+    work guard reads; a compare-and-swap is its form."""
+    from peakbench.catalog import default_catalog
+    from peakbench.harness import guards
+    from peakbench.workloads import atomic, sfu
+    catalog = default_catalog()
+    for name in ("atomic.global_add", "atomic.shared_add"):
+        test = catalog.get(name)
+        for variant in test.variants:
+            defines = atomic.defines(test, variant, 64, 256)
+            done = toolchain.compile("gfx942", rocm_isa.Build("atomic.cu", "atomic", tuple(defines.items())))
+            assert done.ok, done.error
+            census = amdgpu.operation_census(amdgpu.parse(done.asm)["atomic"], "atomic")
+            assert guards.work(test, variant, census, variant.unroll)[0] is None, census
+            assert not census.forms
+    test = catalog.get("sfu.sin")
+    variant = test.variants[0]
+    acc = variant.accumulators or test.accumulators
+    defines = {**sfu.defines("sin"), "ACC": acc, "UNROLL": variant.unroll, "SEEDS": sfu.SEEDS}
+    done = toolchain.compile("gfx942", rocm_isa.Build("sfu.cu", "sfu", tuple(defines.items())))
+    assert done.ok, done.error
+    census = amdgpu.operation_census(amdgpu.parse(done.asm)["sfu"], "special")
+    assert list(census.ops) == ["v_sin_f32"] and census.work == variant.unroll * acc
+
+
+def test_atomic_opcodes_are_told_apart():
+    assert amdgpu.atomic_kind("ds_add_u32") == amdgpu.atomic_kind("global_atomic_add_f32") == "add"
+    assert amdgpu.atomic_kind("buffer_atomic_add_u32") == amdgpu.atomic_kind("ds_add_rtn_f32") == "add"
+    assert amdgpu.atomic_kind("global_atomic_cmpswap") == amdgpu.atomic_kind("ds_cmpst_b32") == "cas"
+    assert amdgpu.atomic_kind("ds_read_b32") is None and amdgpu.atomic_kind("global_load_dwordx4") is None

@@ -128,3 +128,70 @@ def test_hip_workload_verifies_and_a_loop_that_stops_early_fails_the_guard(rt, t
         assert w.verify().startswith("guard iterations")
     finally:
         w.close()
+
+
+# -- what the compiler made of the add (the atomic census's forms) ------------------------------
+def with_forms(monkeypatch, rt, forms: set[str], only: str = ""):
+    """The device's runtime reads the real census of its kernel, with the compiler's `forms` as
+    NVIDIA's Vulkan driver shows them (MATCH + REDUX; ATOMS.CAST.SPIN), for the kernels whose
+    label holds `only`."""
+    from dataclasses import replace
+    monkeypatch.undo()
+    real = type(rt).census
+    monkeypatch.setattr(type(rt), "census", lambda self, kernel, kind="arithmetic": (
+        replace(real(self, kernel, kind), forms=frozenset(forms)) if kind == "atomic" and only in kernel.name
+        else real(self, kernel, kind)))
+
+
+def test_the_census_counts_the_loops_adds_on_lavapipe(vulkan_device):
+    test = CATALOG.get("atomic.global_add")
+    w = vulkan_device.prepare(test, test.variants[0])
+    try:
+        assert w.census.ops == {"OpAtomicIAdd i32": test.variants[0].unroll} and w.census.source == "SPIR-V"
+        assert w.loop_items == test.variants[0].unroll and not w.census.forms
+    finally:
+        w.close()
+
+
+def test_an_aggregated_add_is_its_own_variant_counting_the_hardwares_atomics(vulkan_device, monkeypatch):
+    test = CATALOG.get("atomic.global_add_contended")
+    with_forms(monkeypatch, vulkan_device.rt, {"aggregated"})
+    variant = test.variants[0]
+    w = vulkan_device.prepare(test, variant)
+    try:
+        warp = vulkan_device.rt.limits.warp
+        assert w.name == f"{variant.name}-aggregated" and w.combined == warp
+        assert w.items(3) == 3 * w.threads * variant.unroll // warp
+        assert f"sums each warp's {warp} adds to one address" in w.params["aggregated"]
+        assert w.verify() is None                      # the sums are the same: only the count changes
+    finally:
+        w.close()
+    # one address a thread: aggregation combines nothing, every add reaches memory
+    distinct = CATALOG.get("atomic.global_add")
+    w = vulkan_device.prepare(distinct, distinct.variants[0])
+    try:
+        assert w.name == distinct.variants[0].name and w.combined == 1
+    finally:
+        w.close()
+
+
+def test_a_compare_and_swap_loop_is_unsupported_and_the_other_variants_still_run(vulkan_device, monkeypatch):
+    from peakbench.backend import Unsupported
+    from peakbench.harness.runner import Settings
+    from peakbench.harness.session import run_test
+    test = CATALOG.get("atomic.shared_add")
+    with_forms(monkeypatch, vulkan_device.rt, {"compare-and-swap"})
+    with pytest.raises(Unsupported, match=r"^\[hardware\] the compiler makes the u32 atomic add in shared memory"
+                                          r" a compare-and-swap loop \(SPIR-V: OpAtomicIAdd i32\)"):
+        vulkan_device.prepare(test, test.variants[0])
+    quick = Settings.quick()
+    result = run_test(vulkan_device, test, quick, lambda _: None)
+    assert result.status == "unsupported" and result.reason.startswith("[hardware] the compiler makes")
+    # only the float add a CAS loop (as on NVIDIA): the u32 add is measured, the f32 refusal kept
+    with_forms(monkeypatch, vulkan_device.rt, {"compare-and-swap"}, only="-f32")
+    full = Settings(sample_s=0.002, min_samples=3, max_samples=3, budget_s=0.1, warmup_s=0.0)
+    result = run_test(vulkan_device, test, full, lambda _: None)
+    assert result.status == "ok", result.reason
+    if "f32" in [v.name for v in vulkan_device.variants(test)]:
+        assert result.params["variants"].keys() == {"u32"}
+        assert result.evidence["variants_unsupported"]["f32"].startswith("[hardware] the compiler makes the f32")

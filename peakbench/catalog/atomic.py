@@ -41,11 +41,18 @@ def _atomic(name: str, space: str, contended: bool, description: str, **bound) -
     return AtomicTest(name, "GOPS", "atomic", "u32", VARIANTS, 1, description, space, contended, **bound)
 
 
+# A global atomic sends its 4-byte operand from the core through the L1/shared-memory data path
+# (then to the L2, where it is done): at most that path's bytes a clock, a quarter of them in adds.
+GLOBAL_BOUND = ("memory.shared", 0.25, "each add sends its 4-byte operand through the cores' L1/shared-memory"
+                                       " data path, at most its bytes a clock")
+
 TESTS = (
     _atomic("atomic.global_add", "global", False,
-            "32-bit atomic add to global memory, each thread its own address (1 op per add)"),
+            "32-bit atomic add to global memory, each thread its own address (1 op per add)",
+            bound_from=GLOBAL_BOUND),
     _atomic("atomic.global_add_contended", "global", True,
-            "32-bit atomic add to global memory, one address per warp/wavefront (1 op per add)"),
+            "32-bit atomic add to global memory, one address per warp/wavefront (1 op per add)",
+            bound_from=GLOBAL_BOUND),
     _atomic("atomic.shared_add", "shared", False,
             "32-bit atomic add to shared memory / LDS, each thread its own address (1 op per add)",
             bound_from=("memory.shared", 0.25, "each add reads and writes a 4-byte word of a bank, at most one a bank and clock")),

@@ -65,10 +65,14 @@ TESTS = (
          "steps where the ALU has no 64-bit multiplier)", ("i64",), pieces=True,
          bound_from=("compute.int32", 1, "a 64-bit multiply-add takes at least one 32-bit multiply-add instruction")),
     _alu("compute.int16", "TOPS", "fma", "int16", [fma(1, 64), fma(2, 32)], "INT16 multiply-add", ("i16",),
-         widened=("i32",)),
+         widened=("i32",),
+         bound_from=("compute.fp32", 2, "a 16-bit multiply-add packs at most two lanes into a 32-bit one, and no"
+                                        " integer lane outruns an FP32 FMA lane")),
     _alu("compute.int8", "TOPS", "dot4x8", "int8", [dot4x8(1, 64), dot4x8(4, 16)],
          "INT8 4x8-bit dot product with 32-bit accumulate",
-         ("i8x4", "i32"), required=("i8x4",)),
+         ("i8x4", "i32"), required=("i8x4",),
+         bound_from=("compute.fp32", 4, "a 4x8-bit dot-accumulate is 8 ops in one 32-bit lane where an FP32 FMA"
+                                        " is 2, and no vector lane issues faster than an FP32 FMA lane")),
     _no_kernel("compute.fp8_e4m3", "TFLOPS", "FP8 E4M3 vector arithmetic"),
     _no_kernel("compute.fp8_e5m2", "TFLOPS", "FP8 E5M2 vector arithmetic"),
     _no_kernel("compute.int4", "TOPS", "INT4 vector arithmetic"),

@@ -23,5 +23,7 @@ TESTS = (
     MemoryTest("memory.l2", "GB/s", "l2", "l2",
                (Variant("unroll8", width=4, unroll=8), Variant("unroll16", width=4, unroll=16)), L2_SUMS,
                "L2 read bandwidth: working sets inside the L2, 16-byte loads that skip the L1",
-               screen="unroll16"),
+               screen="unroll16",
+               bound_from=("memory.shared", 1, "L2 data reaches the cores through their L1/shared-memory data path,"
+                                               " at most its bytes a clock")),
 )

@@ -114,13 +114,18 @@ class CudaRuntime(CompiledModules):
         found = super().evidence(kernel)
         return {**found, "cached": "binary"} if kernel.extra.get("cached") else found
 
-    def census(self, kernel: Kernel) -> LoopCensus:
-        """The main loop of the kernel's SASS (evidence/sass.py), for the work and types guards."""
-        return sass.loop_census(self.disassemble(kernel))
-
-    def memory_census(self, kernel: Kernel) -> LoopCensus:
-        """The global loads and stores of the kernel's SASS (evidence/sass.py), for the streams."""
-        return sass.memory_census(self.disassemble(kernel))
+    def census(self, kernel: Kernel, kind: str = "arithmetic") -> LoopCensus:
+        """What the main loop of the kernel's SASS does of `kind` (evidence/sass.py): arithmetic for
+        the work and types guards, global loads and stores for the streams, atomics, special
+        functions."""
+        listing = self.disassemble(kernel)
+        if kind == "memory":
+            return sass.memory_census(listing)
+        if kind in ("atomic", "special"):
+            return sass.operation_census(listing, kind)
+        if kind == "pieces":
+            return sass.pieces_census(listing)
+        return sass.loop_census(listing)
 
     # Memory ------------------------------------------------------------------------------------
     def alloc(self, nbytes: int):
@@ -163,8 +168,8 @@ class CudaRuntime(CompiledModules):
         self._end.synchronize()
         return cp.cuda.get_elapsed_time(self._start, self._end) / 1e3
 
-    def _launch_one(self, kernel: Kernel) -> None:
-        self._call(kernel, 1, [], 0)
+    def _launch_one(self, kernel: Kernel, args: Sequence = ()) -> None:
+        self._call(kernel, 1, list(args), 0)
         self.stream.synchronize()
 
     # Sizing ------------------------------------------------------------------------------------

@@ -302,6 +302,8 @@ class TensorWorkload(shared.MatrixWorkload):
         if registers:
             self.params["registers"] = registers
         self.listing = rt.disassemble(self.kernel)
+        # the work and types guards: the loop's tensor-core steps, each the size its opcode names
+        self.census, self.loop_items = sass.tensor_census(self.listing), variant.unroll * self.accumulators
         self.evidence = {"ptx_instruction": form.instruction, "expected_opcode": form.opcode}
         if self.listing:
             found = tensor_opcodes(self.listing)

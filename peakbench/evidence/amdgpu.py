@@ -395,3 +395,38 @@ def census(kernel: Kernel | None, source: str = "AMDGPU") -> LoopCensus:
             ops[f"{op} {t}"], work = n, work + n * per
             types.add(t)
     return LoopCensus(ops, work, frozenset(types), source, "" if ops else "no vector arithmetic in the loop")
+
+
+# -- atomics and special functions, for the work guard of those families --------------------------
+SPECIAL = ("v_rcp_", "v_rsq_", "v_sqrt_", "v_exp_", "v_log_", "v_sin_", "v_cos_")
+
+
+def atomic_kind(opcode: str) -> str | None:
+    """"add" for an atomic add (ds_add_u32, global_atomic_add_f32, buffer_atomic_add), "cas" for
+    a compare-and-swap (ds_cmpst_b32, global_atomic_cmpswap), else None."""
+    words = base(opcode).split("_")
+    atomic = words[0] == "ds" or (words[0] in ("global", "buffer", "flat") and "atomic" in words)
+    if not atomic:
+        return None
+    rest = words[2:] if words[0] != "ds" else words[1:]
+    if rest and rest[0] in ("cmpst", "cmpswap", "cmpstore"):
+        return "cas"
+    if rest and rest[0] in ("add", "pk"):
+        return "add"
+    return None
+
+
+def operation_census(kernel: Kernel | None, kind: str, source: str = "AMDGPU") -> LoopCensus:
+    """The atomic adds (kind "atomic") or special-function instructions ("special") of a kernel's
+    loop body, one op a lane each; a compare-and-swap anywhere in the kernel is its form."""
+    if kernel is None or not kernel.loop:
+        why = "no such kernel in the code object" if kernel is None else f"{kernel.name}: no loop found"
+        return LoopCensus({}, 0, frozenset(), source, why)
+    if kind == "atomic":
+        ops = {op: n for op, n in sorted(kernel.loop_counts.items()) if atomic_kind(op) == "add"}
+        cas = any(atomic_kind(op) == "cas" for op in kernel.counts)
+    else:
+        ops = {op: n for op, n in sorted(kernel.loop_counts.items()) if op.startswith(SPECIAL)}
+        cas = False
+    return LoopCensus(ops, sum(ops.values()), frozenset(), source, "" if ops else f"no {kind} instruction in the loop",
+                      frozenset({"compare-and-swap"} if cas else ()))

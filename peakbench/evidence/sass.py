@@ -10,6 +10,7 @@ import re
 import shutil
 import struct
 import sys
+from collections import Counter
 from pathlib import Path
 
 from peakbench import cache
@@ -199,3 +200,93 @@ def memory_census(listing: str | None, source: str = "SASS") -> LoopCensus:
     ops, where = (found, "the innermost loop") if found else (moved(addressed), "the whole kernel (no loop moves memory)")
     work = sum(n * sum(accessed(k)[1:]) for k, n in ops.items())
     return LoopCensus(dict(sorted(ops.items())), work, frozenset(), source, f"counted in {where}")
+
+
+# Atomic instructions (one add a lane), and what shows a warp's adds combined before them (MATCH
+# finds the lanes of one address, REDUX sums their values: NVIDIA's Vulkan compiler does this).
+ATOMIC = {"RED", "REDG", "REDAS", "ATOM", "ATOMG", "ATOMS"}
+AGGREGATION = {"REDUX", "MATCH"}
+SPECIAL = {"MUFU"}              # one special-function result a lane
+
+
+def operation_census(listing: str | None, kind: str, source: str = "SASS") -> LoopCensus:
+    """The atomics (kind "atomic") or special-function instructions ("special") of the innermost
+    loop that holds any, one op a lane each; its forms (runtime.FORMS): a compare-and-swap
+    anywhere in the kernel, a warp's adds aggregated in the loop."""
+    if not listing:
+        why = "the disassembler gave no listing of this kernel" if installed() else NO_DISASSEMBLER
+        return LoopCensus({}, 0, frozenset(), source, why)
+    families = ATOMIC if kind == "atomic" else SPECIAL
+    addressed = with_addresses(listing)
+
+    def found(text: str) -> dict[str, int]:
+        return dict(Counter(op for op in opcodes(text) if op.split(".")[0] in families))
+    loop = next((body for body in innermost(addressed) if found(body)), "")
+    ops = found(loop)
+    forms = set()
+    if kind == "atomic":
+        if any({"CAS", "CAST"} & set(op.split(".")[1:]) for op in found(addressed)):
+            forms.add("compare-and-swap")
+        if ops and any(op.split(".")[0] in AGGREGATION for op in opcodes(loop)):
+            forms.add("aggregated")
+    note = "" if ops else f"no {kind} instruction in a loop"
+    return LoopCensus(dict(sorted(ops.items())), sum(ops.values()), frozenset(), source, note, frozenset(forms))
+
+
+# An MMA opcode's operand types by its modifiers: HMMA.16816.F32.BF16 is bf16 into f32,
+# IMMA.16832.S8.S8 int8 into i32, QMMA/QGMMA ... .E4M3.E4M3 fp8; HMMA without one is fp16.
+_OPERAND = {"BF16": "bf16", "TF32": "tf32", "E4M3": "e4m3", "E5M2": "e5m2", "S8": "i8", "U8": "i8", "S4": "i4",
+            "U4": "i4", "F64": "f64"}
+
+
+def mma_types(op: str) -> str:
+    """"HMMA.16816.F32.BF16" -> "bf16.f32": operands.accumulator, as the guards name them."""
+    family, *mods = op.split(".")
+    mods = [m for m in mods if m != "SP"]         # HMMA.SP.16832.F16: the sparse form's types alike
+    operand = next((_OPERAND[m] for m in mods[1:] if m in _OPERAND), None)
+    if family.startswith("D"):
+        return "f64.f64"
+    if family.startswith("I"):
+        return f"{operand or 'i8'}.i32"
+    accumulate = "f16" if "F16" in mods[1:2] else "f32"
+    return f"{operand or 'f16'}.{accumulate}"
+
+
+# A tensor-core instruction and its shape: HMMA.16816.F32 (m16 n8 k16, a warp's), HGMMA.64x256x16.F32
+# (a warpgroup's), the sparse HMMA.SP.16832 and HGMMA.SP.64x256x32 (dense-equivalent K).
+_TENSOR = re.compile(r"^[HIDQ](G?)MMA(?:\.SP)?\.(?:(\d+)x(\d+)x(\d+)|(16|8)(8)(\d+))(?:\.|$)")
+
+
+def tensor_census(listing: str | None, source: str = "SASS") -> LoopCensus:
+    """The tensor-core instructions of the innermost loop that holds any, each 2*M*N*K ops of the
+    tile owner that issues it (a warp; with GMMA, a warpgroup: each of its warps lists the
+    instruction once), in the operand types its modifiers name: for the matrix tests' work and
+    types guards."""
+    if not listing:
+        why = "the disassembler gave no listing of this kernel" if installed() else NO_DISASSEMBLER
+        return LoopCensus({}, 0, frozenset(), source, why)
+
+    def found(text: str) -> dict[str, int]:
+        return dict(Counter(op for op in opcodes(text) if _TENSOR.match(op)))
+    ops = next((ops for ops in map(found, innermost(with_addresses(listing))) if ops), {})
+    work = 0
+    for op, n in ops.items():
+        shape = [int(g) for g in _TENSOR.match(op).groups()[1:] if g]
+        work += n * 2 * shape[0] * shape[1] * shape[2]
+    return LoopCensus(dict(sorted(ops.items())), work, frozenset(mma_types(op) for op in ops), source,
+                      "" if ops else "no tensor-core instruction in a loop")
+
+
+def pieces_census(listing: str | None, source: str = "SASS") -> LoopCensus:
+    """A 64-bit integer multiply-add loop counted by its pieces: each multiply-add is one
+    IMAD.WIDE.U32 (the low words' product plus the 64-bit addend) beside 2 IMAD and an IADD3 for
+    the high word, so the innermost loop's IMAD.WIDE.U32 are its steps, 2 ops a lane each."""
+    if not listing:
+        why = "the disassembler gave no listing of this kernel" if installed() else NO_DISASSEMBLER
+        return LoopCensus({}, 0, frozenset(), source, why)
+    anchor = "IMAD.WIDE.U32"
+    loop = next((body for body in innermost(with_addresses(listing)) if anchor in opcodes(body)), "")
+    n = opcodes(loop).count(anchor)
+    key = f"{anchor} i64 (one a 64-bit multiply-add)"
+    return LoopCensus({key: n} if n else {}, 2 * n, frozenset({"i64"} if n else ()), source,
+                      "" if n else f"no {anchor} in a loop", frozenset({"pieces"}))

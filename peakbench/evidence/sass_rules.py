@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from peakbench.evidence.sass import mma_types  # noqa: F401  (the census's type names)
 from peakbench.runtime import LoopCensus
 
 # compute test dtype -> (opcode family, lanes per instruction)
@@ -75,24 +76,6 @@ SOURCE = "SASS (NVIDIA Vulkan driver)"
 # The vector types whose SASS loops have been read and matched to the catalog's work
 # (PERFORMANCE_ANALYSIS.md, "What NVIDIA's Vulkan compiler emits"); another type's loop is evidence only.
 RULED = {"fp64", "fp32", "fp16", "int32", "int16", "int8"}
-# An MMA opcode's operand types by its modifiers: HMMA.16816.F32.BF16 is bf16 into f32,
-# IMMA.16832.S8.S8 int8 into i32, QMMA/QGMMA ... .E4M3.E4M3 fp8; HMMA without one is fp16.
-_OPERAND = {"BF16": "bf16", "TF32": "tf32", "E4M3": "e4m3", "E5M2": "e5m2", "S8": "i8", "U8": "i8", "S4": "i4",
-            "U4": "i4", "F64": "f64"}
-
-
-def mma_types(op: str) -> str:
-    """"HMMA.16816.F32.BF16" -> "bf16.f32": operands.accumulator, as the guards name them."""
-    family, *mods = op.split(".")
-    operand = next((_OPERAND[m] for m in mods[1:] if m in _OPERAND), None)
-    if family.startswith("D"):
-        return "f64.f64"
-    if family.startswith("I"):
-        return f"{operand or 'i8'}.i32"
-    accumulate = "f16" if "F16" in mods[1:2] else "f32"
-    return f"{operand or 'f16'}.{accumulate}"
-
-
 def census(test: str, params: dict, sass: dict) -> LoopCensus | None:
     """The loop body of a result's `sass` evidence as a census, its work in ops per tile owner (a
     warp's MMA multiply-adds x 2 x the warps sharing a workgroup-scope tile), or None where no

@@ -1,6 +1,7 @@
 """The census of a SPIR-V module's main loop: its arithmetic instructions, the ops they do and the
-types they work on (peakbench/runtime.py LoopCensus), for the work and types guards; and the
-device loads and stores of a stream kernel (memory_census), for the memory tests' work guard.
+types they work on (peakbench/runtime.py LoopCensus), for the work and types guards; the
+device loads and stores of a stream kernel (memory_census), for the memory tests' work guard;
+and its atomics or special functions (operation_census).
 
 The module is first run through spirv-opt's store elimination and loop unrolling, so the
 `[[unroll]]` loops of GLSL kernels become straight code, as every driver compiles them; the
@@ -92,12 +93,14 @@ def _cached(kind: bytes, code: bytes, counter) -> LoopCensus:
     d = cache.load_json("spirv-census", key)
     if isinstance(d, dict):
         try:
-            return LoopCensus(d["ops"], d["work"], frozenset(d["types"]), d["source"], d["note"])
+            return LoopCensus(d["ops"], d["work"], frozenset(d["types"]), d["source"], d["note"],
+                              frozenset(d.get("forms", ())))
         except (KeyError, TypeError):
             pass               # written by another layout: count again and replace it
     found = counter(code)
     cache.store_json("spirv-census", key, {"ops": found.ops, "work": found.work, "types": sorted(found.types),
-                                           "source": found.source, "note": found.note})
+                                           "source": found.source, "note": found.note,
+                                           "forms": sorted(found.forms)})
     return found
 
 
@@ -199,6 +202,44 @@ def count_memory(code: bytes) -> LoopCensus:
                   (moved([x for _, b in blocks for x in b]), "the whole kernel (no loop moves memory)"))
     return LoopCensus(dict(sorted(ops.items())), nbytes(ops), frozenset(), "SPIR-V",
                       "; ".join(filter(None, [note, f"counted in {where}"])))
+
+
+ATOMIC = ("OpAtomicIAdd", "OpAtomicISub", "OpAtomicFAddEXT", "OpAtomicIIncrement", "OpAtomicCompareExchange")
+# GLSL.std.450 instructions a special-function unit computes, and a division (GLSL's 1.0 / x)
+SPECIAL = ("InverseSqrt", "Sqrt", "Exp2", "Log2", "Exp", "Log", "Sin", "Cos", "Tan")
+
+
+def operation_census(code: bytes, kind: str) -> LoopCensus:
+    """The atomics (kind "atomic") or special functions ("special") of the module's innermost
+    loop that holds any, one op a lane (cached as census() is)."""
+    return _cached(kind.encode(), code, lambda module: count_operations(module, kind))
+
+
+def count_operations(code: bytes, kind: str) -> LoopCensus:
+    lines, note, blocks = _module(code)
+    types = _types(lines)
+    glsl = {rid for rid, op, rest in lines if op == "OpExtInstImport" and "GLSL.std.450" in rest}
+
+    def found(body) -> dict[str, int]:
+        ops: dict[str, int] = {}
+        for rid, op, rest in body:
+            args = rest.split()
+            if kind == "atomic" and op in ATOMIC:
+                name = op
+            elif kind == "special" and op == "OpExtInst" and len(args) >= 3 and args[1] in glsl and args[2] in SPECIAL:
+                name = args[2]
+            elif kind == "special" and op == "OpFDiv":
+                name = op
+            else:
+                continue
+            key = f"{name} {types.get(args[0], '?')}" if args else name
+            ops[key] = ops.get(key, 0) + lanes(types.get(args[0], "?"))
+        return ops
+    ops = next((ops for ops in map(found, _innermost_loops(blocks)) if ops), {})
+    forms = frozenset({"compare-and-swap"} if any(op == "OpAtomicCompareExchange" for _, op, _ in lines) else ())
+    why = "" if ops else f"no {kind} instruction in a loop"
+    return LoopCensus(dict(sorted(ops.items())), sum(ops.values()), frozenset(), "SPIR-V",
+                      "; ".join(filter(None, [note, why])), forms)
 
 
 def count(code: bytes) -> LoopCensus:

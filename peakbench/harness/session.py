@@ -184,6 +184,7 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
         return Result(test.name, "failed", test.unit, reason="the backend offered no variant to run"), None
     offered = runner.variants(test, offered, settings)
     variants: list[VariantResult] = []
+    refused: dict[str, str] = {}        # variants found unsupported once compiled
     started = None      # sustained load begins with the first variant's calibration launch
     for variant in offered:
         workload = None
@@ -201,9 +202,11 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
             # under warm_gap_s ago; a long compile in between lets the clock fall.
             v = runner.take(workload, test, variant, settings, device.clock_mhz, load, spec, started)
             started = started or load.since       # without shared warm-ups, the test's own load
-            v.name = variant.name
+            v.name = workload.name or variant.name      # an aggregated atomic is its own variant
             v.evidence["guards"] = checks = {**checks, **v.evidence.get("guards", {})}
             problem = measured_guards(test, v, device, spec, checks)
+            if not problem and workload.timing in ("gpu", "host") and workload.axis(spec) is None:
+                problem = _apply(checks, "measured", workload.after_timing(v.size))
             if problem:
                 return failed(test, variant, problem, v.params, v.evidence), None
             series = runner.series_of(workload, settings)
@@ -215,8 +218,8 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
             progress(f"  {test.name} {variant.name}: {v.summary.median:.4g} {test.unit}"
                      f" (spread {v.summary.spread_pct:.1f}%, {v.summary.samples} samples"
                      f"{f', {v.clock_mhz:.0f} MHz' if v.clock_mhz else ''})")
-        except Unsupported as e:
-            return unsupported(test, str(e)), None
+        except Unsupported as e:        # what the compiler made shows no native path for this variant
+            refused[variant.name] = str(e)
         except runner.Failed as e:
             return failed(test, variant, str(e), workload.params, workload.evidence), None
         except Exception as e:
@@ -227,6 +230,8 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
                     workload.close()
                 except Exception:
                     pass
+    if not variants:
+        return unsupported(test, next(iter(refused.values()))), None
     best = max(variants, key=lambda v: v.summary.median if test.higher_is_better else -v.summary.median)
     params = dict(best.params)
     params["variant"] = best.name
@@ -235,6 +240,8 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
                                    "clock_mhz": v.clock_mhz,
                                    "seconds": {k: round(t, 3) for k, t in v.phases.items()}} for v in variants}
     evidence = dict(best.evidence)
+    if refused:
+        evidence["variants_unsupported"] = {**evidence.get("variants_unsupported", {}), **refused}
     # A sweep is taken once per test, by the variant that offers one, whichever variant wins.
     series = evidence.pop("series", None) or next((v.evidence["series"] for v in variants if v.evidence.get("series")), None)
     unchecked = guards.unverified(evidence.get("guards", {}))

@@ -222,15 +222,18 @@ class HipRuntime(CompiledModules):
         found = super().evidence(kernel)
         return {**found, "cached": "binary"} if kernel.extra.get("cached") else found
 
-    def census(self, kernel: Kernel) -> LoopCensus:
-        """The main loop of the kernel's code object (evidence/amdgpu.py), for the work and types guards."""
+    def census(self, kernel: Kernel, kind: str = "arithmetic") -> LoopCensus | None:
+        """What the main loop of the kernel's code object does of `kind` (evidence/amdgpu.py), for
+        the work and types guards; None for a stream's memory (not counted on AMDGPU yet)."""
+        if kind == "memory":
+            return None
         listing = self.disassemble(kernel)
         if listing is None:
             why = (NO_OBJDUMP if not objdump() else
                    "the code object could not be disassembled (not an AMDGPU ELF, or a compressed bundle)")
             return LoopCensus({}, 0, frozenset(), "AMDGPU", why)
-        return amdgpu.census(amdgpu.parse(listing).get(kernel.name))
-
+        found = amdgpu.parse(listing).get(kernel.name)
+        return amdgpu.operation_census(found, kind) if kind in ("atomic", "special") else amdgpu.census(found)
 
     # Memory ------------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> DeviceBuffer:
@@ -277,8 +280,8 @@ class HipRuntime(CompiledModules):
         ms = self.api.call(self.hip.hipEventElapsedTime, self._start, self._end)
         return float(ms) / 1e3
 
-    def _launch_one(self, kernel: Kernel) -> None:
-        self._launch(kernel, 1, None, 0)
+    def _launch_one(self, kernel: Kernel, args: Sequence = ()) -> None:
+        self._launch(kernel, 1, marshal(args) or None, 0)
         self.api.call(self.hip.hipStreamSynchronize, self.stream)
 
     # Sizing ------------------------------------------------------------------------------------

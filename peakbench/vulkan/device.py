@@ -467,14 +467,21 @@ class VulkanDevice:
         delta = (ticks[1] - ticks[0]) & self.timestamp_mask
         return delta * self.caps.timestamp_period_ns * 1e-9
 
-    def submit_times(self, p: Pipeline, count: int) -> list[float]:
-        """Submit-to-fence wall times (s) of one empty dispatch, recorded once and resubmitted:
-        what a launch costs the host, without command recording in the measurement."""
+    def submit_times(self, p: Pipeline, count: int, push: list[int] = ()) -> list[float]:
+        """Submit-to-fence wall times (s) of one dispatch of one workgroup (the empty one: no
+        bindings, no push constants), recorded once and resubmitted: what a launch costs the
+        host, without command recording in the measurement."""
         cmd = vk.vkAllocateCommandBuffers(self.device, vk.VkCommandBufferAllocateInfo(
             commandPool=self.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
         try:
             vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo())
             vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.handle)
+            if p.descriptor_set is not None:
+                vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1,
+                                           [p.descriptor_set], 0, None)
+            if push:
+                vk.vkCmdPushConstants(cmd, p.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, 4 * len(push),
+                                      ffi.new("uint32_t[]", list(push)))
             vk.vkCmdDispatch(cmd, 1, 1, 1)
             vk.vkEndCommandBuffer(cmd)
             times = []

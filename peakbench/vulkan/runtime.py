@@ -60,20 +60,26 @@ class VulkanRuntime:
         stats = {"pipeline_statistics": p.statistics} if p.statistics else {}
         return {**stats, **self.dev.code.evidence(p.code, p.statistics)}
 
-    def census(self, kernel: Kernel) -> LoopCensus:
-        """The main loop of the kernel's SPIR-V (evidence/spirv.py). Where the driver's cache
-        gave the pipeline's SASS, its disassembly (started by evidence()) is waited for too, so the
-        sass guard reads a complete `sass` evidence before the first launch."""
-        from peakbench.evidence.spirv import census
+    def census(self, kernel: Kernel, kind: str = "arithmetic") -> LoopCensus:
+        """What the kernel's loop does of `kind` (runtime.CENSUS_KINDS), from its SPIR-V
+        (evidence/spirv.py). The arithmetic census waits for the SASS the driver's cache gave (its
+        disassembly started by evidence()), so the sass guard reads a complete `sass` evidence
+        before the first launch; atomics and special functions are counted in that SASS where the
+        driver shows it: what the device runs, after the driver's optimisations."""
+        from peakbench.evidence import spirv
+        if kind == "memory":
+            return spirv.memory_census(kernel.binary)
+        if kind in ("atomic", "special"):
+            listing = self.disassemble(kernel)
+            if listing:
+                from peakbench.evidence.sass import operation_census
+                from peakbench.evidence.sass_rules import SOURCE
+                return operation_census(listing, kind, SOURCE)
+            return spirv.operation_census(kernel.binary, kind)
         counted = kernel.extra.get("census")
-        found = counted.result() if counted else census(kernel.binary)
+        found = counted.result() if counted else spirv.census(kernel.binary)
         self.dev.sass(kernel.handle)
         return found
-
-    def memory_census(self, kernel: Kernel) -> LoopCensus:
-        """The device loads and stores of the kernel's SPIR-V (evidence/spirv.py)."""
-        from peakbench.evidence.spirv import memory_census
-        return memory_census(kernel.binary)
 
     def disassemble(self, kernel: Kernel) -> str | None:
         """The kernel's SASS listing, where evidence() found its machine code."""
@@ -102,15 +108,18 @@ class VulkanRuntime:
 
     # Launches ----------------------------------------------------------------------------------
     def launch(self, kernel: Kernel, grid: int, args: Sequence, repeat: int = 1) -> float:
+        return self.dev.dispatch(kernel.handle, grid, self._bind(kernel, args), repeat=repeat)
+
+    def _bind(self, kernel: Kernel, args: Sequence) -> list[int]:
+        """Bind the buffers of `args` (where they changed); its scalars, as push constants."""
         buffers = [a for a in args if isinstance(a, Buffer)]
         if buffers and kernel.extra["bound"] != buffers:
             self.dev.bind(kernel.handle, buffers)
             kernel.extra["bound"] = buffers
-        push = [int(a) for a in args if not isinstance(a, Buffer)]
-        return self.dev.dispatch(kernel.handle, grid, push, repeat=repeat)
+        return [int(a) for a in args if not isinstance(a, Buffer)]
 
-    def launch_times(self, kernel: Kernel, count: int) -> list[float]:
-        return self.dev.submit_times(kernel.handle, count)
+    def launch_times(self, kernel: Kernel, count: int, args: Sequence = ()) -> list[float]:
+        return self.dev.submit_times(kernel.handle, count, self._bind(kernel, args))
 
     # Sizing ------------------------------------------------------------------------------------
     def grid_threads(self, waves: int) -> int:

@@ -85,7 +85,7 @@ class AluWorkload(Workload):
             self.params["arch"] = rt.arch
         self.evidence = {**rt.evidence(self.kernel), **kernel.evidence}
         census = getattr(rt, "census", None)
-        self.census = census(self.kernel) if census else None
+        self.census = census(self.kernel, "pieces" if test.pieces else "arithmetic") if census else None
         self.loop_items = variant.unroll * test.accumulators     # items one invocation does per iteration
 
     def run(self, size: int) -> float:

@@ -9,6 +9,11 @@ own), out[gid / WARP] (contended: one word per warp/wavefront), or its own share
 stored to out[gid] at the end. The output buffer is zeroed before a checked launch, so each word
 must hold steps times the sum of v over the threads that add to it: exact in float32 too
 (integers far below 2^24 at the checked counts), and a different number after each count.
+
+What the compiler made of the add is read from the machine code (the atomic census): a
+compare-and-swap loop is no native add, and the variant is unsupported; a warp's adds to one
+address summed first (aggregated: one atomic a warp reaches memory) is a real behaviour users
+get, kept as its own variant, "<type>-aggregated", that counts the atomics the hardware does.
 """
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from peakbench.backend import release, release_on_failure
+from peakbench.backend import Unsupported, release, release_on_failure
 from peakbench.harness import guards
 from peakbench.workload import Workload
 
@@ -79,9 +84,25 @@ def machine_code(kernel: AtomicKernel, evidence: dict) -> str | None:
     return f"the kernel's machine code has no {kernel.instruction} (its mix: {mix})"
 
 
+def emulated(test, dtype: str, census) -> str | None:
+    """Why the compiled add is no native one (a compare-and-swap loop), or None."""
+    if census is None or "compare-and-swap" not in census.forms:
+        return None
+    return (f"[hardware] the compiler makes the {dtype} atomic add in {test.space} memory a compare-and-swap"
+            f" loop ({census.source}: {', '.join(census.ops) or 'its retry loop'}): no native add to measure")
+
+
+def combined(test, census, threads_per_address: int, warp: int) -> int:
+    """How many adds one hardware atomic carries: the threads of a warp that share an address
+    where the compiler aggregates them, else 1."""
+    if census is None or "aggregated" not in census.forms:
+        return 1
+    return max(1, min(threads_per_address, warp))
+
+
 class AtomicWorkload(Workload):
     """One atomic test's variant (its element type): the kernel and the output buffer. An item is
-    one atomic add of one thread."""
+    one atomic add of one thread; of an aggregated variant, one atomic the hardware does."""
 
     @release_on_failure
     def __init__(self, test, variant, rt, kernel: AtomicKernel):
@@ -103,12 +124,29 @@ class AtomicWorkload(Workload):
         self.evidence = {**rt.evidence(self.kernel), **kernel.evidence}
         if kernel.missing:
             self.evidence["variants_unsupported"] = dict(kernel.missing)
+        self.census, self.loop_items = rt.census(self.kernel, "atomic"), variant.unroll
+        refused = emulated(test, self.dtype, self.census)
+        if refused:
+            raise Unsupported(refused)
+        self.combined = combined(test, self.census, self.threads // self.words, self.warp)
+        if self.combined > 1:
+            self.name = f"{variant.name}-aggregated"
+            self.params["aggregated"] = (f"the compiler sums each warp's {self.combined} adds to one address"
+                                         f" ({', '.join(self.census.ops)} in {self.census.source}) and one"
+                                         f" atomic reaches memory: counted as the hardware's atomics")
+
+    launched = last = 0     # loop iterations run since the output was last zeroed; by the last launch
 
     def run(self, size: int) -> float:
+        self.launched, self.last = self.launched + size, size
         return self.rt.launch(self.kernel, self.groups, [self.out, np.uint32(size)])
 
+    def zero(self) -> None:
+        self.rt.fill(self.out, 0)
+        self.launched = 0
+
     def items(self, size: int) -> int:
-        return self.threads * size * self.variant.unroll
+        return self.threads * size * self.variant.unroll // self.combined
 
     def verify(self) -> str | None:
         """The machine code shows the atomic instruction (where the platform shows it); after one,
@@ -118,11 +156,30 @@ class AtomicWorkload(Workload):
             return problem
 
         def check_after(n: int) -> str | None:
-            self.rt.fill(self.out, 0)
+            self.zero()
             self.run(n)
             got = np.frombuffer(self.rt.download(self.out), DTYPES[self.dtype])[:self.words]
             return check(self.test, self.dtype, self.threads, self.warp, n * self.variant.unroll, got)
         return guards.at_counts(VERIFY_ITERATIONS, check_after, "iterations", self.evidence)
+
+    def after_timing(self, size: int) -> tuple[str | None, str]:
+        """A global output sums every launch since the last check zeroed it (calibration, warm-up
+        and the timed launches): a launch lost or cut short leaves other sums. A shared-memory
+        test's output is what the last timed launch summed in shared memory. Float sums are exact
+        only under 2^24."""
+        shared = self.test.space == "shared"
+        launched = self.last if shared else self.launched
+        steps = launched * self.variant.unroll
+        want = expected(self.test, self.dtype, self.threads, self.warp, steps)
+        if self.dtype == "f32" and float(want.max()) >= 2 ** 24:
+            return None, f"not checked: the f32 sums of {steps} adds a thread are past float32's exact integers"
+        got = np.frombuffer(self.rt.download(self.out), DTYPES[self.dtype])[:self.words]
+        problem = check(self.test, self.dtype, self.threads, self.warp, steps, got)
+        what = (f"the last timed launch ({launched} iterations)" if shared else
+                f"all {launched} iterations launched since the check, timed ones included")
+        if problem:
+            return f"after {what}: {problem}", problem
+        return None, f"every word sums {what}"
 
     def close(self) -> None:
         release(self, self.rt.free, "out")

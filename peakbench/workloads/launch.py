@@ -1,8 +1,37 @@
 """Launch overhead, written once: the host's submit-to-completion time of an empty kernel, the
-floor under any measured kernel."""
+floor under any measured kernel.
+
+The timed path is checked against the completion it claims to wait for (after_timing, the
+measured guard): the same source built with SPIN steps an LCG in one thread for as many
+iterations as make at least SPIN_S of GPU time; the host-timed launches of that kernel, through
+the same path as the empty ones, must take at least as long as the GPU timer says it runs, and
+its output must be the host's. A path that returns before the launch ends, or loses it, reads
+shorter."""
 from __future__ import annotations
 
+import numpy as np
+
+from peakbench.backend import release, release_on_failure
 from peakbench.workload import Workload
+
+SPIN_S = 0.002             # GPU time of the completion check's launch
+SPIN_LEAST_S = 2e-5        # or at least this, where the device ends loops early (llvmpipe)
+SPIN_LAUNCHES = 3
+# The host's time of a launch over the GPU timer's, at least: the host waits from submission to
+# completion, so it reads more, less only by the timers' resolution and a clock that rose in
+# between (hence the GPU time is the shorter of a launch before and one after).
+LEAST_HOST_OVER_GPU = 0.95
+LCG = (1664525, 1013904223)
+
+
+def lcg(steps: int, x: int = 1) -> int:
+    """x after `steps` of x = a*x + c mod 2^32, by squaring the affine map."""
+    a, c = LCG
+    while steps:
+        if steps & 1:
+            x = (a * x + c) & 0xFFFFFFFF
+        a, c, steps = (a * a) & 0xFFFFFFFF, (a * c + c) & 0xFFFFFFFF, steps >> 1
+    return x
 
 
 class LaunchWorkload(Workload):
@@ -10,14 +39,40 @@ class LaunchWorkload(Workload):
     Its launches are host-timed (the runner's host_timed): an item is one launch."""
     timing = "host"
 
+    @release_on_failure
     def __init__(self, test, variant, rt, source: str, entry: str, params: dict):
         self.test, self.variant, self.rt, self.name = test, variant, rt, variant.name
         self.kernel = rt.compile(source, {}, entry, block=1, args="", label="empty")
+        self.spin = rt.compile(source, {"SPIN": 1}, entry, block=1, args="bu", label="empty-spin")
+        self.out = rt.alloc(4)
         self.params = dict(params)
         self.evidence = {}
 
     def host_times(self, count: int) -> list[float]:
         return self.rt.launch_times(self.kernel, count)
 
+    def after_timing(self, size: int) -> tuple[str | None, str]:
+        rt, n = self.rt, 1 << 10
+        most = min(1 << 30, rt.max_rounds * 256)      # llvmpipe ends a loop after ~65535 iterations
+        rt.launch(self.spin, 1, [self.out, np.uint32(n)])             # the first launch: its set-up
+        gpu = rt.launch(self.spin, 1, [self.out, np.uint32(n)])
+        while gpu < SPIN_S and n < most:
+            n = min(most, n * max(2, 1 << int(SPIN_S / max(gpu, 1e-9)).bit_length()))
+            gpu = rt.launch(self.spin, 1, [self.out, np.uint32(n)])
+        if gpu < SPIN_LEAST_S:
+            return None, f"not checked: {n} steps of the completion check's kernel ran {gpu * 1e3:.3g} ms"
+        rt.fill(self.out, 0)
+        host = min(rt.launch_times(self.spin, SPIN_LAUNCHES, [self.out, np.uint32(n)]))
+        got = int(np.frombuffer(rt.download(self.out), np.uint32)[0])
+        gpu = min(gpu, rt.launch(self.spin, 1, [self.out, np.uint32(n)]))
+        text = (f"a launch of {n} steps the GPU timer reads {gpu * 1e3:.3g} ms took {host * 1e3:.3g} ms"
+                f" from submission to completion on the timed path")
+        if got != lcg(n):
+            return f"{text}, and its output is not the host's ({got:#x}, want {lcg(n):#x}): the launch did not run", text
+        if host < gpu * LEAST_HOST_OVER_GPU:
+            return f"{text}: the timed path does not wait for the launch to complete", text
+        return None, text
+
     def close(self) -> None:
-        self.rt.discard(self.kernel)
+        release(self, self.rt.free, "out")
+        release(self, self.rt.discard, "kernel", "spin")

@@ -192,7 +192,7 @@ class SfuWorkload(Workload):
         self.evidence = {**rt.evidence(self.kernel), **kernel.evidence,
                          "accuracy": f"{kernel.error:.3g} absolute ({kernel.error_source}); checked within "
                                      f"{tolerance(self.function, kernel.error):.3g}"}
-        self.loop_items = variant.unroll * self.accumulators
+        self.census, self.loop_items = rt.census(self.kernel, "special"), variant.unroll * self.accumulators
 
     def run(self, size: int) -> float:
         return self.rt.launch(self.kernel, self.groups, [self.out, self.inp, np.uint32(size)])

@@ -92,6 +92,7 @@ VERIFY_PASSES = (1, 2)           # the chunk and stride reads' checks: a read do
 COVER_BYTE = 0x01
 COVER_WORD = 0x01010101
 KEPT_SLICE = 1 << 24             # vectors the host checks at a time where a write keeps old contents (256 MiB)
+KEPT_SLICE_AFTER = 1 << 12       # vectors of each slice the measured guard compares after the timed launches
 
 
 def read_sums(n: int, blocks: int, block: int, layout: str = "chunk", passes: int = 1, shift: int = 0,
@@ -349,14 +350,17 @@ class StreamWorkload(Workload):
                        "bytes_counted": test.bytes_counted}
         self.evidence = rt.evidence(self.kernel)
         # what the work guard holds the bytes counted against: the kernel's own loads and stores
-        self.census, self.loop_items = rt.memory_census(self.kernel), self.unroll
+        self.census, self.loop_items = rt.census(self.kernel, "memory"), self.unroll
 
     def fill_source(self) -> None:
         """The source buffer as the host expects it: vector i holds hash(4i .. 4i+3)."""
         self.rt.launch(self.filler, self.resident, [self.dst, self.src, *one_pass(self.n_vec)])
 
+    passes_kept = 0     # passes over the whole destination since it last held known contents
+
     def run(self, size: int, n_vec: int | None = None, mask: int = 0xFFFFFFFF, shift: int = 0) -> float:
         n = n_vec or self.n_vec
+        self.passes_kept += size
         if self.mode == "read" and not self.rows:
             return self.rt.launch(self.kernel, self.resident, self._args(size, n, mask, shift))
         per, repeat = pass_dispatches(size, n // self.tile, self.rt.max_groups(self.block))
@@ -475,6 +479,7 @@ class StreamWorkload(Workload):
         checked against the host, a slice at a time."""
         rt = self.rt
         rt.fill(self.dst, 0xFF)
+        self.passes_kept = 0
         self.run(1)
         got = np.frombuffer(rt.download(self.dst, self.n_vec * 16), np.uint32).reshape(-1, 4)
         for start in range(0, self.n_vec, KEPT_SLICE):
@@ -484,6 +489,29 @@ class StreamWorkload(Workload):
                 return (f"after one pass over known contents, vector {start + int(bad[0])} of {self.n_vec} (and"
                         f" {bad.size - 1} more of vectors {start} to {start + n - 1}) differs from the host's")
         return None
+
+    def after_timing(self, size: int) -> tuple[str | None, str]:
+        """The measured guard. An update's destination holds what every pass since the coverage
+        check's known contents made of it, the timed ones included: its first, middle and last
+        KEPT_SLICE_AFTER vectors are compared with the host's. A chunk or stride read sums its
+        slice once a pass: a launch of `size` passes over a source of known words must count
+        them all. A write or copy's output is the same after any count of passes."""
+        if not self.test.overwrites:
+            n, passes = min(KEPT_SLICE_AFTER, self.n_vec), self.passes_kept
+            for start in sorted({0, (self.n_vec - n) // 2 // 4 * 4, self.n_vec - n}):
+                got = np.frombuffer(self.rt.download(self.dst, (start + n) * 16), np.uint32).reshape(-1, 4)[start:]
+                bad = np.flatnonzero((got != stored(self.mode, n, 0xFF, passes, start)).any(axis=1))
+                if bad.size:
+                    problem = (f"after the timed launches ({passes} passes since the check), vector {start + int(bad[0])}"
+                               f" (and {bad.size - 1} more of vectors {start} to {start + n - 1}) differs from the host's")
+                    return problem, problem
+            return None, f"the destination holds all {passes} passes since the check, timed ones included (3 slices)"
+        if self.mode == "read" and not self.rows:
+            problem = self._count_reads(size)
+            if problem:
+                return f"at the measured {size} passes: {problem}", problem
+            return None, f"a launch of the measured {size} passes counted every vector {size} times"
+        return None, "not checked: each pass overwrites the output with the same contents"
 
     def series(self) -> BandwidthSweep | None:
         """The read sweep, once per test, on the chunk variant."""

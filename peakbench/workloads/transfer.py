@@ -197,6 +197,27 @@ class TransferWorkload(Workload):
             return None
         return guards.at_counts((min(SWEEP_FIRST, self.nbytes), self.nbytes), check, "bytes", self.evidence)
 
+    def after_timing(self, size: int) -> tuple[str | None, str]:
+        """The measured count of copies, each of 1/size of the buffers so that copy k lands at
+        its own offset (offsets()), into cleared destinations: every lane must then hold all its
+        data, so a copy of the launch lost or cut short leaves its slice empty."""
+        nbytes = self.nbytes // size // 4096 * 4096
+        if size < 2 or nbytes < 4096:
+            return None, f"not checked: {size} cop{'y' if size == 1 else 'ies'} a launch, checked as such by iterations"
+        for lane in self.lanes:
+            if lane.direction == "h2d":
+                self.link.clear_device(lane.device)
+            else:
+                lane.host.array[:] = 0
+        self.run(size, nbytes)
+        moved = size * nbytes
+        for lane in self.lanes:
+            got = self.link.read_device(lane.device, moved) if lane.direction == "h2d" else lane.host.array[:moved]
+            problem = check_bytes(got, lane.data[:moved], f"{lane.direction}: {size} copies of {nbytes} bytes")
+            if problem:
+                return f"the measured {size} copies a launch, each at its own offset: {problem}", problem
+        return None, f"the measured {size} copies a launch, {nbytes} bytes each at its own offset, all arrived"
+
     def series(self) -> TransferSweep | None:
         """GB/s over transfer sizes, once per test, on the pinned variant."""
         return self.sweep_of(SWEEP_SAMPLE_S) if self.kind == "pinned" else None

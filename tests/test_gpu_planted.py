@@ -1,0 +1,135 @@
+"""On a real GPU (the H200), through Vulkan and CUDA in one process each: faults planted the way
+real mistakes look, one kind a run, across the families, come back `failed` with a reason that
+names a guard, never `ok`. tests/test_guards_planted.py plants the same kinds on lavapipe with the
+words each guard prints there; here the machine code (SASS, the Vulkan driver's or CUDA's) is what
+the guards read, so only the guard is asserted. PEAKBENCH_PLANTED_OUT=DIR keeps each run's JSON."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import gpu_required
+
+pytestmark = pytest.mark.gpu
+
+BACKENDS = ("vulkan", "cuda")
+
+
+@pytest.fixture(scope="module")
+def backends(request):
+    from peakbench.backend import BackendUnavailable, load
+    found = []
+    for name in BACKENDS:
+        try:
+            backend = load(name)
+        except BackendUnavailable as e:
+            (pytest.fail if gpu_required(request.config) else pytest.skip)(f"{name}: {e}")
+        try:
+            if not [d for d in backend.devices() if d.kind != "cpu"]:
+                (pytest.fail if gpu_required(request.config) else pytest.skip)(f"{name}: no GPU")
+        finally:
+            backend.close()
+        found.append(name)
+    return ",".join(found)
+
+
+def planted_run(tmp_path, monkeypatch, backends: str, fault: str, tests: str) -> dict:
+    """The CLI in this process (the fault is a monkeypatch), {(backend, test): result}."""
+    from peakbench import cli
+    from peakbench.report.result import load_json
+    keep = os.environ.get("PEAKBENCH_PLANTED_OUT")
+    out = Path(keep) / f"planted-{fault}.json" if keep else tmp_path / "out.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    assert cli.main(["--backend", backends, "--quick", "--tests", tests, "--json", str(out)]) == 1
+    return {(run["backend"], r["test"]): r for run in load_json(out)["runs"] for r in run["results"]}
+
+
+def assert_failed_by(results: dict, allowed: tuple[str, ...]) -> None:
+    ran = {k: r for k, r in results.items() if r["status"] != "unsupported"}
+    assert ran, results
+    for (backend, test), r in ran.items():
+        assert r["status"] == "failed", f"{backend} {test} came back {r['status']}: {r.get('value')} {r['unit']}"
+        guard = r["reason"].split(":")[0].removeprefix("guard ")
+        assert r["reason"].startswith("guard ") and guard in allowed, f"{backend} {test}: {r['reason']}"
+
+
+def test_host_counts_twice_the_work_fail(tmp_path, monkeypatch, backends):
+    """Every descriptor's per_item doubled: the census (work), or where none counts the loop, a
+    bound, must refuse each rate."""
+    from peakbench.catalog import atomic, descriptors, sfu
+    for cls in (descriptors.ComputeTest, descriptors.MatrixTest, descriptors.MemoryTest, atomic.AtomicTest,
+                sfu.SfuTest):
+        monkeypatch.setattr(cls, "per_item", lambda self, v, real=cls.per_item: 2 * real(self, v))
+    r = planted_run(tmp_path, monkeypatch, backends, "per-item-x2",
+                    "compute.fp32,compute.int8,matrix.bf16.fp32,memory.copy,memory.update,atomic.*,sfu.sin,sfu.rcp")
+    assert_failed_by(r, ("work", "sass", "clock-ceiling", "bound"))
+
+
+def test_an_l2_and_int64_rate_three_times_too_high_fail_their_bounds(tmp_path, monkeypatch, backends):
+    from peakbench.catalog import descriptors
+    for cls in (descriptors.ComputeTest, descriptors.MemoryTest):
+        monkeypatch.setattr(cls, "per_item", lambda self, v, real=cls.per_item: 3 * real(self, v))
+    r = planted_run(tmp_path, monkeypatch, backends, "per-item-x3", "memory.l2,compute.int64")
+    assert_failed_by(r, ("work", "clock-ceiling", "bound"))
+
+
+def lossy(launch):
+    """A launch that skips a long launch identical to the one before, waits as long as that one
+    took and reports its time (a command buffer or graph thought still valid)."""
+    last = {}
+
+    def planted(self, kernel, grid, args, repeat=1, **kw):
+        scalars = [int(a) for a in args if type(a).__module__ == "numpy"]
+        key = (kernel.name, str(grid), tuple(scalars), repeat)
+        if (repeat > 2 or any(s > 2 for s in scalars)) and last.get("key") == key:
+            time.sleep(last["seconds"])
+            return last["seconds"]
+        last.update(key=key, seconds=launch(self, kernel, grid, args, repeat, **kw))
+        return last["seconds"]
+    return planted
+
+
+def test_launches_lost_after_the_first_fail(tmp_path, monkeypatch, backends):
+    from peakbench.cuda.runtime import CudaRuntime
+    from peakbench.vulkan.runtime import VulkanRuntime
+    for cls in (VulkanRuntime, CudaRuntime):
+        monkeypatch.setattr(cls, "launch", lossy(cls.launch))
+    r = planted_run(tmp_path, monkeypatch, backends, "launches-lost", "atomic.global_add,atomic.global_add_contended,"
+                                                                     "memory.update")
+    assert_failed_by(r, ("measured", "timer"))
+
+
+def test_a_launch_path_that_does_not_wait_fails(tmp_path, monkeypatch, backends):
+    from peakbench.cuda.runtime import CudaRuntime
+    from peakbench.vulkan.runtime import VulkanRuntime
+    for cls in (VulkanRuntime, CudaRuntime):
+        monkeypatch.setattr(cls, "launch_times", lambda self, kernel, count, args=(), real=cls.launch_times:
+                            [t / 10 for t in real(self, kernel, count, args)])
+    r = planted_run(tmp_path, monkeypatch, backends, "launch-early", "launch.overhead")
+    assert_failed_by(r, ("measured",))
+
+
+def test_copies_lost_after_the_first_fail(tmp_path, monkeypatch, backends):
+    from peakbench.cuda.transfer import CudaLink
+    from peakbench.vulkan.transfer import VulkanLink
+    for cls in (VulkanLink, CudaLink):
+        def first_only(self, jobs, nbytes, at, real=cls.copy):
+            seconds = real(self, jobs, nbytes, at[:1])
+            time.sleep(seconds * (len(at) - 1))
+            return seconds * len(at)
+        monkeypatch.setattr(cls, "copy", first_only)
+    r = planted_run(tmp_path, monkeypatch, backends, "copies-lost", "transfer.h2d,transfer.d2h")
+    assert_failed_by(r, ("measured", "bound"))
+
+
+def test_a_value_from_the_wrong_sample_fails(tmp_path, monkeypatch, backends):
+    # the best sample reported as the median
+    from dataclasses import replace
+    from peakbench.harness import runner, stats
+    summarize = stats.summarize
+    monkeypatch.setattr(runner, "summarize", lambda values: replace(summarize(values), median=max(values)))
+    r = planted_run(tmp_path, monkeypatch, backends, "wrong-sample", "compute.fp32,memory.read,atomic.shared_add")
+    assert_failed_by(r, ("statistics",))
