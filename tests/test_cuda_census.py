@@ -305,11 +305,20 @@ def test_the_vulkan_drivers_warp_aggregation_and_cas_loop_are_named():
     MATCH + REDUX before one REDG a warp, and ATOMS.CAST.SPIN in its retry loop."""
     def line(address: int, text: str) -> str:
         return f"        /*{address:04x}*/                   {text} ;\n"
-    aggregated = "".join([line(0x100, "MATCH.ALL.U64 R4, R2"), line(0x110, "REDUX.SUM UR5, R3"),
-                          line(0x120, "VOTEU.ANY UP0, PT"), line(0x130, "@P0 REDG.E.ADD.STRONG.GPU [R2.64], R5"),
-                          line(0x140, "@P1 BRA 0x100")])
-    found = sass.operation_census(aggregated, "atomic")
-    assert found.ops == {"REDG.E.ADD.STRONG.GPU": 1} and found.forms == {"aggregated"}
+    # a step: the lanes of one address found, their values summed, one lane's REDG on the
+    # uniform path or each lane's on the other; two steps a trip
+    step = ["MATCH.ALL.U64 R4, R2", "REDUX.SUM UR5, R3", "VOTEU.ANY UP0, PT", "@!P0 BRA {other}",
+            "REDG.E.ADD.STRONG.GPU [R2.64], UR5", "BRA {next}", "REDG.E.ADD.STRONG.GPU [R2.64], R3"]
+    text, at = [], 0x100
+    for s in range(2):
+        base = at
+        for i, insn in enumerate(step):
+            text.append(line(at, insn.format(other=hex(base + 0x60), next=hex(base + 0x70))))
+            at += 0x10
+    text.append(line(at, "@P1 BRA 0x100"))
+    found = sass.operation_census("".join(text), "atomic")
+    assert found.forms == {"aggregated"} and found.work == 2, found
+    assert found.ops == {"REDG.E.ADD.STRONG.GPU": 4, "MATCH.ALL.U64 (one a step: the atomics sit on two paths)": 2}
     spin = "".join([line(0x100, "LDS R4, [R2]"), line(0x110, "FADD R5, R4, R3"),
                     line(0x120, "ATOMS.CAST.SPIN P0, [R2], R4, R5"), line(0x130, "@!P0 BRA 0x100"),
                     line(0x140, "@P1 BRA 0x100")])

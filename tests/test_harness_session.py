@@ -65,7 +65,7 @@ def test_a_screening_run_measures_the_named_variant_alone_without_sweeps_and_tim
     result = run_test(device, named, screening, lambda line: None)
     assert device.prepared == [("compute.fake", "mid")] and result.params["variant"] == "mid"
     assert result.series is None and list(result.params["variants"]) == ["mid"]
-    assert set(result.params["variants"]["mid"]["seconds"]) == {"prepare", "verify", "measure"}
+    assert set(result.params["variants"]["mid"]["seconds"]) == {"prepare", "verify", "measure", "guards"}
     assert result.elapsed_s is not None and result.elapsed_s >= 0
     full = run_test(FakeDevice(plan={"compute.fake": make}, clock=clock), named, SETTINGS, lambda line: None)
     assert full.params["variant"] == "wide"                 # the full suite: every variant, and the series

@@ -171,6 +171,7 @@ def test_an_aggregated_add_is_its_own_variant_counting_the_hardwares_atomics(vul
     w = vulkan_device.prepare(distinct, distinct.variants[0])
     try:
         assert w.name == distinct.variants[0].name and w.combined == 1
+        assert "one address a thread: nothing is combined, every add is counted" in w.params["aggregated"]
     finally:
         w.close()
 

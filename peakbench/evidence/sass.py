@@ -212,7 +212,10 @@ SPECIAL = {"MUFU"}              # one special-function result a lane
 def operation_census(listing: str | None, kind: str, source: str = "SASS") -> LoopCensus:
     """The atomics (kind "atomic") or special-function instructions ("special") of the innermost
     loop that holds any, one op a lane each; its forms (runtime.FORMS): a compare-and-swap
-    anywhere in the kernel, a warp's adds aggregated in the loop."""
+    anywhere in the kernel, a warp's adds aggregated in the loop. An aggregated step is one MATCH
+    (the lanes of one address found), one REDUX.SUM and its atomic on each of two paths, of
+    which one runs (NVIDIA's Vulkan driver 580: 16 MATCH.ALL.U64 and 32 REDG a 16-step loop): its
+    steps are its MATCH instructions."""
     if not listing:
         why = "the disassembler gave no listing of this kernel" if installed() else NO_DISASSEMBLER
         return LoopCensus({}, 0, frozenset(), source, why)
@@ -227,8 +230,15 @@ def operation_census(listing: str | None, kind: str, source: str = "SASS") -> Lo
     if kind == "atomic":
         if any({"CAS", "CAST"} & set(op.split(".")[1:]) for op in found(addressed)):
             forms.add("compare-and-swap")
-        if ops and any(op.split(".")[0] in AGGREGATION for op in opcodes(loop)):
+        steps = sum(1 for op in opcodes(loop) if op.split(".")[0] == "MATCH")
+        if ops and (steps or any(op.split(".")[0] in AGGREGATION for op in opcodes(loop))):
             forms.add("aggregated")
+            matches = dict(Counter(op for op in opcodes(loop) if op.split(".")[0] == "MATCH"))
+            ops.update({f"{op} (one a step: the atomics sit on two paths)": n for op, n in matches.items()})
+            if not steps:
+                return LoopCensus({}, 0, frozenset(), source, f"aggregated atomics ({', '.join(ops)}) with no MATCH"
+                                  " a step: the steps are not told apart", frozenset(forms))
+            return LoopCensus(dict(sorted(ops.items())), steps, frozenset(), source, "", frozenset(forms))
     note = "" if ops else f"no {kind} instruction in a loop"
     return LoopCensus(dict(sorted(ops.items())), sum(ops.values()), frozenset(), source, note, frozenset(forms))
 

@@ -193,7 +193,9 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
             workload = device.prepare(test, variant, spec=spec)
             checks = workload.evidence.setdefault("guards", {})
             t1 = time.perf_counter()
-            problem = static_guards(test, variant, workload, device, spec, checks) or workload.verify()
+            problem = static_guards(test, variant, workload, device, spec, checks)
+            guarded = time.perf_counter() - t1
+            problem = problem or workload.verify()
             if problem:
                 return failed(test, variant, problem, workload.params, workload.evidence), None
             t2 = time.perf_counter()
@@ -204,16 +206,19 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
             started = started or load.since       # without shared warm-ups, the test's own load
             v.name = workload.name or variant.name      # an aggregated atomic is its own variant
             v.evidence["guards"] = checks = {**checks, **v.evidence.get("guards", {})}
+            t3 = time.perf_counter()
             problem = measured_guards(test, v, device, spec, checks)
             if not problem and workload.timing in ("gpu", "host") and workload.axis(spec) is None:
                 problem = _apply(checks, "measured", workload.after_timing(v.size))
+            guarded += time.perf_counter() - t3
             if problem:
                 return failed(test, variant, problem, v.params, v.evidence), None
             series = runner.series_of(workload, settings)
             if series:
                 v.evidence["series"] = series
-            # Where a variant's time went: compiling and loading, checking against the host, timing.
-            v.phases = {"prepare": t1 - t0, "verify": t2 - t1, "measure": time.perf_counter() - t2}
+            # Where a variant's time went: compiling and loading, checking against the host, timing;
+            # of those, the guards' own (the census is taken in prepare, beside the evidence).
+            v.phases = {"prepare": t1 - t0, "verify": t2 - t1, "measure": time.perf_counter() - t2, "guards": guarded}
             variants.append(v)
             progress(f"  {test.name} {variant.name}: {v.summary.median:.4g} {test.unit}"
                      f" (spread {v.summary.spread_pct:.1f}%, {v.summary.samples} samples"

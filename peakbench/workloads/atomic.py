@@ -134,6 +134,10 @@ class AtomicWorkload(Workload):
             self.params["aggregated"] = (f"the compiler sums each warp's {self.combined} adds to one address"
                                          f" ({', '.join(self.census.ops)} in {self.census.source}) and one"
                                          f" atomic reaches memory: counted as the hardware's atomics")
+        elif self.census is not None and "aggregated" in self.census.forms:
+            self.params["aggregated"] = (f"the compiler looks for a warp's lanes of one address before each add"
+                                         f" ({', '.join(self.census.ops)} in {self.census.source}); one address"
+                                         f" a thread: nothing is combined, every add is counted")
 
     launched = last = 0     # loop iterations run since the output was last zeroed; by the last launch
 
