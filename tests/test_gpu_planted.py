@@ -121,15 +121,17 @@ def test_copies_lost_after_the_first_fail(tmp_path, monkeypatch, backends):
             time.sleep(seconds * (len(at) - 1))
             return seconds * len(at)
         monkeypatch.setattr(cls, "copy", first_only)
-    r = planted_run(tmp_path, monkeypatch, backends, "copies-lost", "transfer.h2d,transfer.d2h")
+    # d2h: a copy on both APIs (Vulkan's quick h2d is the mapped read, a kernel)
+    r = planted_run(tmp_path, monkeypatch, backends, "copies-lost", "transfer.d2h")
     assert_failed_by(r, ("measured", "bound"))
 
 
 def test_a_value_from_the_wrong_sample_fails(tmp_path, monkeypatch, backends):
-    # the best sample reported as the median
+    # the median of the samples in another unit than they are kept in (x2): the value no longer
+    # follows from them (the best sample instead reads within the spread on a GPU: 0.1%)
     from dataclasses import replace
     from peakbench.harness import runner, stats
     summarize = stats.summarize
-    monkeypatch.setattr(runner, "summarize", lambda values: replace(summarize(values), median=max(values)))
+    monkeypatch.setattr(runner, "summarize", lambda values: replace(summarize(values), median=2 * summarize(values).median))
     r = planted_run(tmp_path, monkeypatch, backends, "wrong-sample", "compute.fp32,memory.read,atomic.shared_add")
-    assert_failed_by(r, ("statistics",))
+    assert_failed_by(r, ("statistics", "clock-ceiling", "bound"))      # twice the rate: a ceiling may see it first

@@ -87,3 +87,21 @@ def test_atomics_issue_the_hardware_atomic(runs, name, opcode):
     else:
         assert "f32" in variants
     print(f"{name}: {variants}")
+
+
+def test_vulkans_atomics_are_labelled_from_the_drivers_sass(runs):
+    """NVIDIA's Vulkan driver aggregates a warp's adds (MATCH + REDUX.SUM a step) and makes the
+    shared f32 add a compare-and-swap loop: the contended u32 variant is its own, counting the
+    hardware's atomics; the shared f32 variant is refused with the SASS that shows why."""
+    _, by_backend = runs
+    r = by_backend["vulkan"]
+    contended = r["atomic.global_add_contended"]
+    assert contended["status"] == "ok", contended.get("reason")
+    assert "u32-aggregated" in contended["params"]["variants"], contended["params"]["variants"]
+    work = contended["evidence"]["guards"]["work"]
+    assert work["verdict"] == "passed" and work["evidence"]["source"] == "SASS (NVIDIA Vulkan driver)"
+    shared = r["atomic.shared_add"]
+    assert "ATOMS.CAST.SPIN" in shared["evidence"]["variants_unsupported"]["f32"], shared["evidence"]
+    assert "one address a thread: nothing is combined" in shared["params"]["aggregated"]
+    for name in ("atomic.global_add", "atomic.global_add_contended", "atomic.shared_add"):
+        assert r[name]["evidence"]["guards"]["measured"]["verdict"] == "passed", name

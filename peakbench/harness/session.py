@@ -220,7 +220,7 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
             # of those, the guards' own (the census is taken in prepare, beside the evidence).
             v.phases = {"prepare": t1 - t0, "verify": t2 - t1, "measure": time.perf_counter() - t2, "guards": guarded}
             variants.append(v)
-            progress(f"  {test.name} {variant.name}: {v.summary.median:.4g} {test.unit}"
+            progress(f"  {test.name} {v.name}: {v.summary.median:.4g} {test.unit}"
                      f" (spread {v.summary.spread_pct:.1f}%, {v.summary.samples} samples"
                      f"{f', {v.clock_mhz:.0f} MHz' if v.clock_mhz else ''})")
         except Unsupported as e:        # what the compiler made shows no native path for this variant
