@@ -77,6 +77,22 @@ def test_an_l2_and_int64_rate_three_times_too_high_fail_their_bounds(tmp_path, m
     assert_failed_by(r, ("work", "clock-ceiling", "bound"))
 
 
+def test_host_counts_of_loads_gemm_ops_and_transfer_bytes_off_by_two_fail(tmp_path, monkeypatch, backends):
+    """The families the first plant leaves out: a latency's count of loads (the cycle counter
+    disagrees), a GEMM's ops (its ceiling), a transfer's bytes (the link's bound; Vulkan's bidir, one queue,
+    reads under half of it, so a direction's copy)."""
+    from peakbench.catalog import gemm, transfer
+    from peakbench.workloads import chase, onchip
+    for cls in (gemm.GemmTest, transfer.TransferTest):
+        monkeypatch.setattr(cls, "per_item", lambda self, v, real=cls.per_item: 2 * real(self, v))
+    # the chase counts its own loads (items), not the descriptor's per_item
+    monkeypatch.setattr(chase.ChaseSweep, "items", lambda self, rounds: 2 * rounds * chase.ROUND)
+    monkeypatch.setattr(onchip.SharedChaseWorkload, "items", lambda self, size: 2 * size * chase.ROUND)
+    r = planted_run(tmp_path, monkeypatch, backends, "per-item-x2-rest", "latency.l1,latency.l2,latency.shared,"
+                                                                        "gemm.bf16.fp32,transfer.d2h")
+    assert_failed_by(r, ("cycles", "clock-ceiling", "bound"))
+
+
 def lossy(launch):
     """A launch that skips a long launch identical to the one before, waits as long as that one
     took and reports its time (a command buffer or graph thought still valid)."""
