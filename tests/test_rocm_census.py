@@ -31,15 +31,18 @@ def toolchain(tmp_path_factory):
     return rocm_isa.Toolchain(tmp_path_factory.mktemp("clang"))
 
 
+SOURCES = {"alu": "alu.cu", "atomic": "atomic.cu"}
+
+
 def code_objects(tools, edit=lambda defines: defines, built=None):
-    """fn(name, options) for FakeHiprtc.code_objects: alu.cu built for the options' target with
-    their defines, passed through `edit` (a planted fault); None for any other kernel."""
+    """fn(name, options) for FakeHiprtc.code_objects: alu.cu or atomic.cu built for the options'
+    target with their defines, passed through `edit` (a planted fault); None for any other kernel."""
     def build(name, options):
-        if name != "alu":
+        if name not in SOURCES:
             return None
         target = next(o.split("=", 1)[1] for o in options if o.startswith("--offload-arch=")).split(":")[0]
         defines = edit(fake_hip.defines(options))
-        done = tools.compile(target, rocm_isa.Build("alu.cu", "alu", tuple(defines.items())))
+        done = tools.compile(target, rocm_isa.Build(SOURCES[name], name, tuple(defines.items())))
         assert done.ok, done.error
         obj = subprocess.run(["llvm-mc-22", "-triple=amdgcn-amd-amdhsa", f"-mcpu={target}", "-filetype=obj", "-o", "-"],
                              input=done.asm.encode(), capture_output=True, check=True).stdout
@@ -163,3 +166,50 @@ def test_atomic_opcodes_are_told_apart():
     assert amdgpu.atomic_kind("buffer_atomic_add_u32") == amdgpu.atomic_kind("ds_add_rtn_f32") == "add"
     assert amdgpu.atomic_kind("global_atomic_cmpswap") == amdgpu.atomic_kind("ds_cmpst_b32") == "cas"
     assert amdgpu.atomic_kind("ds_read_b32") is None and amdgpu.atomic_kind("global_load_dwordx4") is None
+
+
+def run_atomics(monkeypatch, tmp_path, tools, player=None) -> tuple[int, dict]:
+    """`peakbench --backend rocm --quick --tests atomic.*` through the fake HIP runtime, atomic.cu
+    compiled for gfx942 and played in numpy."""
+    from test_workloads_atomic import atomic_player
+    monkeypatch.setitem(sys.modules, "amdsmi", None)
+    gpu = fake_hip.mi300x(multiProcessorCount=2, maxThreadsPerMultiProcessor=256, totalGlobalMem=(1 << 30) + 64 * MIB)
+    hip, rtc = fake_hip.pair([gpu])
+    rtc.code_objects = code_objects(tools)
+    hip.kernels["atomic"] = player or atomic_player()
+    hip.elapsed_ms = lambda launch: 1e-3 * fake_hip.scalar(launch["extra"][1])     # 1 us per iteration
+    fake_hip.install(monkeypatch, hip, rtc)
+    from peakbench import cli
+    out = tmp_path / "r.json"
+    code = cli.main(["--backend", "rocm", "--quick", "--tests", "atomic.*", "--json", str(out)])
+    return code, {r["test"]: r for r in json.loads(out.read_text())["runs"][0]["results"]}
+
+
+def test_atomics_through_the_fake_hip_are_counted_and_their_timed_launches_checked(monkeypatch, tmp_path, toolchain):
+    code, results = run_atomics(monkeypatch, tmp_path, toolchain)
+    assert code == 0, results
+    for name, r in results.items():
+        assert r["status"] == "ok", (name, r.get("reason"))
+        work = r["evidence"]["guards"]["work"]
+        assert work["verdict"] == "passed" and work["evidence"]["source"] == "AMDGPU", work
+        assert r["evidence"]["guards"]["measured"]["verdict"] == "passed", r["evidence"]["guards"]["measured"]
+
+
+def test_through_the_fake_hip_a_doubled_count_of_adds_and_lost_launches_fail(monkeypatch, tmp_path, toolchain):
+    from peakbench.catalog.atomic import AtomicTest
+    from test_workloads_atomic import atomic_player
+    per_item = AtomicTest.per_item
+    with monkeypatch.context() as m:
+        m.setattr(AtomicTest, "per_item", lambda self, v: 2 * per_item(self, v))
+        code, results = run_atomics(m, tmp_path, toolchain)
+    assert code == 1
+    for r in results.values():
+        assert r["reason"].startswith("guard work: variant "), r["reason"]
+        assert "the catalog claims 32" in r["reason"], r["reason"]
+    # a launch of more than two iterations is not run (after the checks at 1 and 2)
+    play = atomic_player()
+    code, results = run_atomics(monkeypatch, tmp_path, toolchain,
+                                lambda fake, launch: fake_hip.scalar(launch["extra"][1]) <= 2 and play(fake, launch))
+    assert code == 1
+    for name in ("atomic.global_add", "atomic.global_add_contended"):
+        assert results[name]["reason"].startswith("guard measured: variant "), results[name]["reason"]

@@ -104,7 +104,8 @@ def atomic_player(one_iteration: bool = False):
         threads = launch["grid"][0] * launch["block"][0]
         got = atomic.expected(test, dtype, threads, int(d["WARP"]), n * int(d["UNROLL"]))
         buf = fake.buffer(out_arg)
-        before = np.frombuffer(bytes(buf), atomic.DTYPES[dtype])[:len(got)]
+        # global words keep what earlier launches added; a shared word starts at 0 in each launch
+        before = 0 if test.space == "shared" else np.frombuffer(bytes(buf), atomic.DTYPES[dtype])[:len(got)]
         buf[:got.nbytes] = (before + got).astype(atomic.DTYPES[dtype]).tobytes()
     return play
 

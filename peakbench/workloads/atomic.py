@@ -74,9 +74,10 @@ def check(test, dtype: str, threads: int, warp: int, steps: int, got: np.ndarray
             f"(first at word {i}: got {got[i]!r}, want {want[i]!r})")
 
 
-def machine_code(kernel: AtomicKernel, evidence: dict) -> str | None:
-    """Where the platform gave an instruction mix, the atomic instruction is in it."""
-    mix = evidence.get("instruction_mix")
+def machine_code(kernel: AtomicKernel, evidence: dict, census=None) -> str | None:
+    """Where the platform shows the loop's atomics (the census) or an instruction mix, the atomic
+    instruction is among them (an AMDGPU mix lists only s_ and v_ opcodes: the census first)."""
+    mix = census.ops if census is not None and census.ops else evidence.get("instruction_mix")
     if not mix or not kernel.instruction:
         return None
     if any(op.startswith(kernel.instruction) for op in mix):
@@ -155,7 +156,7 @@ class AtomicWorkload(Workload):
     def verify(self) -> str | None:
         """The machine code shows the atomic instruction (where the platform shows it); after one,
         then two loop iterations from a zeroed buffer, every word holds the host's sum."""
-        problem = machine_code(self.atomic, self.evidence)
+        problem = machine_code(self.atomic, self.evidence, self.census)
         if problem:
             return problem
 
