@@ -430,3 +430,23 @@ def operation_census(kernel: Kernel | None, kind: str, source: str = "AMDGPU") -
         cas = False
     return LoopCensus(ops, sum(ops.values()), frozenset(), source, "" if ops else f"no {kind} instruction in the loop",
                       frozenset({"compare-and-swap"} if cas else ()))
+
+
+def memory_census(kernel: Kernel | None, source: str = "AMDGPU") -> LoopCensus:
+    """The vector (global, buffer, flat) loads and stores of a kernel's loop where it has them,
+    else of the whole kernel (the streams' rows and tiles), keyed as the SPIR-V memory census is
+    ("global_load_dwordx4 (load, 16 B)"), work their bytes a lane: for the streams' work guard."""
+    from peakbench.evidence.spirv import access, accessed
+    if kernel is None:
+        return LoopCensus({}, 0, frozenset(), source, "no such kernel in the code object")
+
+    def moved(in_loop: bool) -> dict[str, int]:
+        ops: dict[str, int] = {}
+        for m in kernel.memory(in_loop=in_loop):
+            if m.unit == "vector" and m.kind in ("load", "store"):
+                key = access(base(m.opcode), m.kind, (m.bits or 32) // 8)
+                ops[key] = ops.get(key, 0) + 1
+        return ops
+    ops, where = (moved(True), "the innermost loop") if moved(True) else (moved(False), "the whole kernel (no loop moves memory)")
+    work = sum(n * sum(accessed(k)[1:]) for k, n in ops.items())
+    return LoopCensus(dict(sorted(ops.items())), work, frozenset(), source, f"counted in {where}")

@@ -224,15 +224,15 @@ class HipRuntime(CompiledModules):
 
     def census(self, kernel: Kernel, kind: str = "arithmetic") -> LoopCensus | None:
         """What the main loop of the kernel's code object does of `kind` (evidence/amdgpu.py), for
-        the work and types guards; None for a stream's memory (not counted on AMDGPU yet)."""
-        if kind == "memory":
-            return None
+        the work and types guards."""
         listing = self.disassemble(kernel)
         if listing is None:
             why = (NO_OBJDUMP if not objdump() else
                    "the code object could not be disassembled (not an AMDGPU ELF, or a compressed bundle)")
             return LoopCensus({}, 0, frozenset(), "AMDGPU", why)
         found = amdgpu.parse(listing).get(kernel.name)
+        if kind == "memory":
+            return amdgpu.memory_census(found)
         return amdgpu.operation_census(found, kind) if kind in ("atomic", "special") else amdgpu.census(found)
 
     # Memory ------------------------------------------------------------------------------------
