@@ -153,3 +153,34 @@ def test_a_value_from_the_wrong_sample_fails(tmp_path, monkeypatch, backends):
     monkeypatch.setattr(runner, "summarize", lambda values: replace(summarize(values), median=2 * summarize(values).median))
     r = planted_run(tmp_path, monkeypatch, backends, "wrong-sample", "compute.fp32,memory.read,atomic.shared_add")
     assert_failed_by(r, ("statistics", "clock-ceiling", "bound"))      # twice the rate: a ceiling may see it first
+
+
+def test_kernels_doing_less_work_than_counted_fail(tmp_path, backends):
+    """Kernel faults, in a copy of shaders/ the run reads through PEAKBENCH_SHADERS: an int32 step
+    that multiplies and no longer adds (half the ops), and atomics folded into one add of
+    v * UNROLL an iteration (the same sums, a sixteenth of the atomics), in both APIs' sources."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+    from peakbench.sources import SHADERS
+    folder = tmp_path / "shaders"
+    shutil.copytree(SHADERS, folder)
+    edits = {"alu_fma.comp": ("acc[k] = acc[k] * b_ + c_;", "acc[k] = acc[k] * b_;"),
+             "alu.cu": ("int step(int x, int b, int c) { return x * b + c; }", "int step(int x, int b, int c) { return x * b; }"),
+             "atomic.comp": ("u < UNROLL; u++) atomicAdd(words[at], v);", "u < 1u; u++) atomicAdd(words[at], v * T(UNROLL));"),
+             "atomic.cu": ("for (int u = 0; u < UNROLL; u++) ADD(at, v);", "for (int u = 0; u < 1; u++) ADD(at, v * (T)UNROLL);")}
+    for name, (old, new) in edits.items():
+        text = (folder / name).read_text()
+        assert text.count(old) == 1, f"{name}: the fault's anchor is not there once"
+        (folder / name).write_text(text.replace(old, new))
+    keep = os.environ.get("PEAKBENCH_PLANTED_OUT")
+    out = Path(keep) / "planted-kernels.json" if keep else tmp_path / "out.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PEAKBENCH_SHADERS": str(folder), "PEAKBENCH_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "peakbench", "--backend", backends, "--quick", "--tests",
+                           "compute.int32,atomic.global_add,atomic.global_add_contended", "--json", str(out)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    r = {(run["backend"], x["test"]): x for run in json.loads(out.read_text())["runs"] for x in run["results"]}
+    assert_failed_by(r, ("work", "sass"))
