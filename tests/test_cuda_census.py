@@ -350,3 +350,17 @@ def test_each_tensor_loop_holds_the_catalogs_steps_in_its_types(tmp_path, dtype,
     assert all(form.issued([op]) for op in census.ops), census.ops
     doubled = SimpleNamespace(per_item=lambda v: 2 * test.per_item(v))      # a host count twice the steps'
     assert guards.work(doubled, variant, census, variant.unroll * acc)[0].startswith("loop body has ")
+
+
+@needs_tools
+def test_a_multiply_with_no_add_counts_half_a_multiply_add(tmp_path):
+    # x * b where the catalog counts x * b + c: ptxas writes IMAD x, b, RZ, one op a lane
+    test = CATALOG.get("compute.int32")
+    variant = variant_of(test, "x1u64")
+    k = kernels.alu_kernel(test, variant, CUDA_RT)
+    source = tmp_path / "alu.cu"
+    source.write_text(SOURCE.read_text().replace("int step(int x, int b, int c) { return x * b + c; }",
+                                                 "int step(int x, int b, int c) { return x * b; }"))
+    found = census_of(cubin(tmp_path, k.defines, source))
+    problem = guarded(test, variant, found)[1]
+    assert problem and problem.startswith("loop body has 512 IMAD i32 = 512 ops, the catalog claims 1024"), problem

@@ -85,6 +85,7 @@ BF16 = {"f16x2": "bf16x2"}
 # multiply-add a kernel asks for.
 NOT_ARITHMETIC = {"MOV", "SHL", "IADD", "WIDE", "HI", "X"}
 _HALF = re.compile(r"\.H[01]_H[01]\b")
+FUSED = {"FFMA", "DFMA", "IMAD"}        # a multiply-add whose addend may be RZ: then only a multiply
 _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)\s*([^;]*)")
 
 
@@ -99,6 +100,8 @@ def arithmetic(opcode: str, operands: str = "") -> tuple[str, int] | None:
     t, ops = ARITHMETIC[family]
     t = BF16.get(t, t) if "BF16_V2" in mods else t
     sources = [s.strip() for s in operands.split(",")[1:]]
+    if family in FUSED and len(sources) == 3 and sources[2] == "RZ":
+        return t, ops // 2                              # IMAD a, b, RZ: a multiply, no add
     if t.endswith("x2") and sources:
         if all(s.lstrip("-|").startswith("RZ") for s in sources[:2]):
             return None
