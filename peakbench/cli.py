@@ -51,7 +51,8 @@ def progress(text: str) -> None:
 
 def build_parser() -> Parser:
     p = Parser(prog="peakbench", description="GPU peak throughput, next to the vendor's spec sheet. "
-               "Subcommands: `peakbench compare A.json B.json ...`, `peakbench specs [NAME]`, "
+               "Subcommands: `peakbench compare A.json B.json ...`, `peakbench explain RESULT.json [TEST ...]`, "
+               "`peakbench specs [NAME]`, "
                "`peakbench fleet RESULT.json ...`, `peakbench ray [--address ADDR] [run options]`.")
     p.add_argument("--backend", default="all",
                    help="vulkan, cuda, rocm, all (those that are available), or a comma list (default: all)")
@@ -166,6 +167,16 @@ def cmd_compare(argv: list[str]) -> int:
     return EXIT_FAILED if problems else EXIT_OK
 
 
+def cmd_explain(argv: list[str]) -> int:
+    from peakbench.report import explain
+    p = Parser(prog="peakbench explain", description="why each result is what it is: the chain behind its limit")
+    p.add_argument("file", help="a peakbench --json output")
+    p.add_argument("tests", nargs="*", help="globs on test names (all without)")
+    args = p.parse_args(argv)
+    print(explain.chains(load_json(args.file), args.tests))
+    return EXIT_OK
+
+
 def resolve_outputs(args) -> dict[str, Output]:
     """Each output's target, checked writable; two options that write one file are a usage error."""
     outputs: dict[str, Output] = {}
@@ -254,6 +265,8 @@ def _main(argv: list[str]) -> int:
         with signals_interrupt():
             if argv and argv[0] == "compare":
                 return cmd_compare(argv[1:])
+            if argv and argv[0] == "explain":
+                return cmd_explain(argv[1:])
             if argv and argv[0] == "fleet":
                 from peakbench.report import fleet
                 return fleet.main(argv[1:])

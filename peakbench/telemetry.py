@@ -325,3 +325,48 @@ def throttle_cause(reasons: list[str] | None) -> str | None:
         return None
     causes = dict.fromkeys(CAUSES.get(r, "clock") for r in reasons)
     return ", ".join(causes)
+
+
+def health(info) -> dict | None:
+    """What a link or power verdict and a fleet report need beside the numbers, read once per
+    device from NVML by its UUID (NVIDIA: CUDA and Vulkan alike): the PCIe link's current and
+    maximum generation and width, volatile ECC error counts, retired pages and remapped rows.
+    None where NVML cannot see the device; a field the board does not report is left out."""
+    if info.vendor_id != NVIDIA:
+        return None
+    return _nvml_open(_health_of, info)
+
+
+def _health_of(nvml, handle) -> dict:
+    n, h = nvml, handle
+    try:
+        found = {
+            "pcie_generation": _read(lambda: int(n.nvmlDeviceGetCurrPcieLinkGeneration(h))),
+            "pcie_generation_max": _read(lambda: int(n.nvmlDeviceGetMaxPcieLinkGeneration(h))),
+            "pcie_width": _read(lambda: int(n.nvmlDeviceGetCurrPcieLinkWidth(h))),
+            "pcie_width_max": _read(lambda: int(n.nvmlDeviceGetMaxPcieLinkWidth(h))),
+            "ecc_uncorrected": _read(lambda: int(n.nvmlDeviceGetTotalEccErrors(
+                h, n.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, n.NVML_VOLATILE_ECC))),
+            "ecc_corrected": _read(lambda: int(n.nvmlDeviceGetTotalEccErrors(
+                h, n.NVML_MEMORY_ERROR_TYPE_CORRECTED, n.NVML_VOLATILE_ECC))),
+            "retired_pages": _read(lambda: sum(len(n.nvmlDeviceGetRetiredPages(h, cause)) for cause in (
+                n.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
+                n.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERRORS))),
+        }
+        rows = _read(lambda: n.nvmlDeviceGetRemappedRows(h))      # (corrected, uncorrected, pending, failed)
+        if rows is not None:
+            found.update(remapped_rows_corrected=int(rows[0]), remapped_rows_uncorrected=int(rows[1]),
+                         remapping_pending=bool(rows[2]), remapping_failed=bool(rows[3]))
+        return {k: v for k, v in found.items() if v is not None}
+    finally:
+        _shut_down(nvml)
+
+
+def link_below_max(health: dict | None) -> str | None:
+    """'Gen3 x16, its maximum Gen5 x16' where the link trained below its maximum, else None."""
+    h = health or {}
+    gen, gen_max, width, width_max = (h.get(k) for k in ("pcie_generation", "pcie_generation_max",
+                                                          "pcie_width", "pcie_width_max"))
+    if None in (gen, gen_max, width, width_max) or (gen >= gen_max and width >= width_max):
+        return None
+    return f"Gen{gen} x{width}, its maximum Gen{gen_max} x{width_max}"

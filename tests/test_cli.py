@@ -392,7 +392,7 @@ def test_compare_a_result_with_itself(quick_run, capsys):
     assert code == 0
     fp32 = next(line for line in out.splitlines() if line.startswith("compute.fp32"))
     int4 = next(line for line in out.splitlines() if line.startswith("compute.int4"))
-    assert fp32.rstrip().endswith("1.00x")
+    assert fp32.rstrip().endswith("1.00x same")
     assert "unsupported" in int4 and "x" not in int4.split("unsupported")[-1]
 
 
@@ -515,13 +515,19 @@ def test_two_backends_on_one_gpu_are_shown_side_by_side(capsys, monkeypatch, fil
     monkeypatch.setattr(cli, "load", lambda name: backends[name])
     monkeypatch.setattr(cli, "Settings", TinySettings)
     code, out, _ = cli_main(capsys, "--backend", "vulkan,cuda", "--quick", "--tests", "compute.fp32",
-                            "--markdown", str(files["md"]))
+                            "--markdown", str(files["md"]), "--json", str(files["json"]))
     assert code == 0
     assert "Fake GPU 9000: vulkan vs cuda (ratio = column / vulkan)" in out
-    row = next(line for line in out.splitlines()[::-1] if line.startswith("compute.fp32"))
-    assert row.split() == ["compute.fp32", "TFLOPS", "1.000", "2.000", "2.00x"]
+    row = next(line for line in out.splitlines()[::-1] if line.startswith("compute.fp32 "))
+    assert row.split() == ["compute.fp32", "TFLOPS", "1.000", "2.000", "2.00x", "faster"]
     md = files["md"].read_text()
-    assert "### Fake GPU 9000: vulkan vs cuda" in md and re.search(r"\| compute\.fp32 .*\| 2\.00x", md)
+    assert "### Fake GPU 9000: vulkan vs cuda" in md and re.search(r"\| compute\.fp32 .*\| 2\.00x faster", md)
+    # the slower backend's path is the ceiling where nothing else explains it (a planted slow kernel)
+    assert "compute.fp32: cuda faster than vulkan (2.00x)" in out
+    runs = {r["backend"]: r for r in json.loads(files["json"].read_text())["runs"]}
+    slow_limit = runs["vulkan"]["results"][0]["limit"]
+    assert slow_limit["by"] == "kernel" and slow_limit["why"].startswith("cuda reads 2.0 TFLOPS on this GPU (0.50x) with no machine code")
+    assert runs["cuda"]["results"][0]["limit"]["by"] != "kernel"
 
 
 def test_runs_on_different_gpus_are_not_paired(capsys, monkeypatch):
@@ -550,3 +556,21 @@ def test_a_device_that_fails_to_close_fails_the_run_but_keeps_the_results(capsys
     assert "compute.fp32" in out and "Traceback" not in err
     assert load_json(files["json"])["runs"][0]["results"][0]["status"] == "ok"
     assert "compute.fp32" in files["md"].read_text()
+
+
+def test_explain_prints_each_chain_with_its_limit(quick_run, capsys):
+    _, paths = quick_run
+    code, out, _ = cli_main(capsys, "explain", str(paths["json"]), "compute.*")
+    assert code == 0
+    blocks = out.strip().split("\n\n")
+    assert [b.splitlines()[0].split(" (")[0] for b in blocks] == ["compute.fp32", "compute.int4"]
+    fp32, int4 = blocks
+    assert "  guard work: passed: " in fp32 and fp32.splitlines()[-1].startswith("  limit: unknown: no spec entry")
+    assert int4.splitlines()[1].startswith("  reason: [")                 # unsupported: its category and why
+    code, out, _ = cli_main(capsys, "explain", str(paths["json"]), "nothing.*")
+    assert code == 0 and out.strip() == "no result matches nothing.*"
+
+
+def test_explain_of_a_missing_file_is_a_usage_error(tmp_path, capsys):
+    code, out, err = cli_main(capsys, "explain", str(tmp_path / "none.json"))
+    assert code == 2 and "none.json" in err and err.count("\n") == 1

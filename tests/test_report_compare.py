@@ -46,7 +46,7 @@ def test_three_real_runs_fit_120_columns_with_short_labels_and_a_legend(tmp_path
         "A = cuda-0.1.0: cuda 0, NVIDIA H200",
         "B = vulkan-0.1.0: vulkan 0, NVIDIA H200",
         "C = lavapipe-quick-run: vulkan 0, llvmpipe (LLVM 15.0.6, 256 bits)"]
-    assert lines_of(text, "compute.fp64") == ["compute.fp64", "TFLOPS", "33.3", "33.3", "1.00x", "0.111", "0.00x"]
+    assert lines_of(text, "compute.fp64") == ["compute.fp64", "TFLOPS", "33.3", "33.3", "1.00x", "same", "0.111", "0.00x", "slower"]
     # a test that only the lavapipe run has is shown as missing in the others
     assert lines_of(text, "compute.fp32") == ["compute.fp32", "TFLOPS", "-", "-", "0.142"]
 
@@ -55,7 +55,7 @@ def test_several_runs_of_one_file_get_their_own_labels(tmp_path):
     two = saved(tmp_path, "node", run_of("cuda", ok("compute.fp32", 60.0, "TFLOPS")),
                 run_of("cuda", ok("compute.fp32", 30.0, "TFLOPS"), index=1))
     text = compare.compare([two])
-    assert lines_of(text, "compute.fp32") == ["compute.fp32", "TFLOPS", "60.0", "30.0", "0.50x"]
+    assert lines_of(text, "compute.fp32") == ["compute.fp32", "TFLOPS", "60.0", "30.0", "0.50x", "slower"]
     assert text.splitlines()[-2:] == ["A = node: cuda 0, GPU", "B = node: cuda 1, GPU"]
 
 
@@ -66,9 +66,9 @@ def test_lower_is_better_is_said_for_times_and_the_ratio_keeps_its_meaning(tmp_p
                                     ok("memory.read", 2000.0, "GB/s")))
     text = compare.compare([a, b])
     # B / A in every row: 2x the latency (slower), half the launch time (faster), half the bandwidth
-    assert lines_of(text, "latency.l1")[-1] == "2.00x"
-    assert lines_of(text, "launch.overhead")[-1] == "0.50x"
-    assert lines_of(text, "memory.read")[-1] == "0.50x"
+    assert lines_of(text, "latency.l1")[-2:] == ["2.00x", "slower"]
+    assert lines_of(text, "launch.overhead")[-2:] == ["0.50x", "faster"]
+    assert lines_of(text, "memory.read")[-2:] == ["0.50x", "slower"]
     assert "ns, us: lower is better, so a ratio under 1 is faster than A" in text
 
 
@@ -97,14 +97,14 @@ def test_runs_without_a_device_index(tmp_path):
     b = saved(tmp_path, "b", run_of("rocm", ok("compute.fp32", 1.5, "TFLOPS"), index=None, name="MI300X"))
     text = compare.compare([a, b])
     assert text.splitlines()[-2:] == ["A = a: rocm, MI300X", "B = b: rocm, MI300X"]
-    assert lines_of(text, "compute.fp32")[-1] == "1.50x"
+    assert lines_of(text, "compute.fp32")[-2:] == ["1.50x", "faster"]
 
 
 def test_a_unit_missing_in_one_run_or_different_units(tmp_path):
     a = saved(tmp_path, "a", run_of("cuda", ok("memory.read", 4000.0, ""), ok("memory.copy", 4000.0, "GB/s")))
     b = saved(tmp_path, "b", run_of("cuda", ok("memory.read", 2000.0, "GB/s"), ok("memory.copy", 3.0, "TB/s")))
     text = compare.compare([a, b])
-    assert lines_of(text, "memory.read") == ["memory.read", "GB/s", "4000.0", "2000.0", "0.50x"]
+    assert lines_of(text, "memory.read") == ["memory.read", "GB/s", "4000.0", "2000.0", "0.50x", "slower"]
     # different units: both are named, and no ratio is taken across them
     assert lines_of(text, "memory.copy") == ["memory.copy", "GB/s", "or", "TB/s", "4000.0", "3.000"]
 

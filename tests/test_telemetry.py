@@ -249,3 +249,38 @@ def test_vulkan_follows_cuda_visible_devices_by_uuid_on_the_gpu(nvidia_run):
         assert "NVIDIA" in p.stdout
     p = run_peakbench("--backend", "vulkan", "--list-devices", env={"CUDA_VISIBLE_DEVICES": ""})
     assert p.returncode == 0 and "NVIDIA" not in p.stdout.split("\n", 2)[-1]
+
+
+def test_a_planted_power_throttle_comes_out_as_the_power_limit(nvml):
+    # NVML reports sw_power_cap and 1755 MHz during the samples; the rate meets the peak at that clock
+    from dataclasses import asdict, replace
+    from peakbench.report import verdict
+    nvml([gpu(reasons=0x4, mw=700_000)])
+    sampler = telemetry.Sampler.for_device(nvidia())
+    sampler.interval = 0.005
+    result = run_test(FakeDevice(info=nvidia()), FP32, SETTINGS, lambda _: None, None, sampler)
+    sampler.close()
+    row = asdict(replace(result, clock_mhz=1755.0, pct_of_clock_peak=97.0))
+    found = verdict.limit(row, {"name": "Fake", "boost_clock_mhz": 1980.0})
+    assert found["by"] == "power", found
+    assert found["why"] == "97% of the peak at the measured 1755 MHz of the 1980 MHz boost; throttle: sw_power_cap"
+
+
+def test_health_reads_the_link_ecc_and_remapping_by_uuid(nvml):
+    m = nvml([gpu()])
+    m.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, m.NVML_MEMORY_ERROR_TYPE_CORRECTED, m.NVML_VOLATILE_ECC = 1, 0, 0
+    m.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, m.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERRORS = 0, 1
+    m.nvmlDeviceGetCurrPcieLinkGeneration = lambda h: 3
+    m.nvmlDeviceGetMaxPcieLinkGeneration = lambda h: 5
+    m.nvmlDeviceGetCurrPcieLinkWidth = lambda h: 16
+    m.nvmlDeviceGetMaxPcieLinkWidth = lambda h: 16
+    m.nvmlDeviceGetTotalEccErrors = lambda h, kind, counter: 2 if kind == 1 else 7
+    m.nvmlDeviceGetRetiredPages = lambda h, cause: [0x1000] if cause == 1 else []
+    m.nvmlDeviceGetRemappedRows = lambda h: (0, 1, True, False)
+    found = telemetry.health(nvidia())
+    assert found == {"pcie_generation": 3, "pcie_generation_max": 5, "pcie_width": 16, "pcie_width_max": 16,
+                     "ecc_uncorrected": 2, "ecc_corrected": 7, "retired_pages": 1, "remapped_rows_corrected": 0,
+                     "remapped_rows_uncorrected": 1, "remapping_pending": True, "remapping_failed": False}
+    assert telemetry.link_below_max(found) == "Gen3 x16, its maximum Gen5 x16"
+    del m.nvmlDeviceGetRemappedRows                   # a board without row remapping: the field is left out
+    assert "remapping_pending" not in telemetry.health(nvidia())

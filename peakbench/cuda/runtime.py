@@ -112,6 +112,10 @@ class CudaRuntime(CompiledModules):
     def evidence(self, kernel: Kernel) -> dict:
         """The instruction mix, and `cached: "binary"` where the cubin was read from the cache."""
         found = super().evidence(kernel)
+        listing_ = self.disassemble(kernel)
+        loop = sass.loop_body(sass.with_addresses(listing_)) if listing_ else ""
+        if loop:                           # the main loop's opcodes, as the Vulkan driver's SASS gives them
+            found["loop_mix"] = sass.instruction_mix(loop, top=None)
         return {**found, "cached": "binary"} if kernel.extra.get("cached") else found
 
     def census(self, kernel: Kernel, kind: str = "arithmetic") -> LoopCensus:

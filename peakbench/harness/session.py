@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Callable
 
 from peakbench.backend import Unsupported, error_text
@@ -22,7 +22,7 @@ from peakbench.harness import guards
 from peakbench.harness import runner
 from peakbench.harness.runner import Load, Settings, VariantResult
 from peakbench.harness.stats import round_significant
-from peakbench.report import compare, render
+from peakbench.report import compare, render, verdict
 from peakbench.report.result import (CATEGORIES, Output, Result, ResultFileError, Run, document, sample_problem,
                                      save_json)
 from peakbench.specs import GpuSpec, match
@@ -327,6 +327,9 @@ class Session:
         info = backend.devices()[index]
         spec = forced or match(specs, info.name, info.vendor_id, info.device_id)
         run = Run(backend.name, info.as_json(), spec.as_json() if spec else None)
+        found = telemetry.health(info)
+        if found:
+            run.device["health"] = found
         self.runs.append(run)
         progress(f"[{backend.name}:{index}] {info.name} ({info.driver}); "
                  f"spec: {spec.name if spec else 'none matched'}")
@@ -350,6 +353,7 @@ class Session:
                     result = with_matrix_ratio(result, test, run.results)
                 except Exception as e:       # a spec entry that cannot be applied: say so, go on
                     progress(f"  {test.name}: spec '{spec.name}' not applied: {describe(e)}")
+                result = replace(result, limit=verdict.limit(asdict(result), run.spec, run.device.get("health")))
                 self.failed |= result.status == "failed"
                 if result.status != "ok":
                     progress(f"  {test.name}: {result.status}: {result.reason}")
@@ -373,6 +377,7 @@ class Session:
         one that fails is one line on stderr, the others are still written, and the run failed."""
         doc = document(self.runs, self.base, self.signum is not None, rows=self._rows, complete=self.complete)
         docs, outputs = doc["runs"], self.outputs
+        verdict.refine(docs)            # one GPU through several backends: why the slower row is slower
 
         def print_tables():
             for run in docs:

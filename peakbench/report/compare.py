@@ -1,7 +1,11 @@
-"""Runs side by side: one column per run, ratios against the first."""
+"""Runs side by side: one column per run, ratios against the first with the word the samples
+allow (faster, slower, same, unclear: report/verdict.py), and for a GPU measured through several
+backends, why each faster or slower row differs: both limits and both loops' machine code."""
 from __future__ import annotations
 
 from tabulate import tabulate
+
+from peakbench.report import verdict
 
 # Units of time: for these rows (latency, launch) lower is better.
 LOWER_IS_BETTER = ("ps", "ns", "us", "ms", "s")
@@ -30,9 +34,11 @@ def compare(docs: list[tuple[str, dict]]) -> str:
     runs = [(src, r) for src, doc in docs for r in doc["runs"]]
     if len(runs) < 2:
         return "nothing to compare: the files hold fewer than two runs"
+    verdict.refine([r for _, r in runs])
     labelled = [(letter(i), r) for i, (_, r) in enumerate(runs)]
     legend = [f"{letter(i)} = {describe(r, src)}" for i, (src, r) in enumerate(runs)]
-    return table(labelled) + "\n\n" + "\n".join(legend)
+    why = explained(labelled)
+    return table(labelled) + "\n\n" + "\n".join(legend) + (f"\n\n{why}" if why else "")
 
 
 def side_by_side(runs: list[dict], fmt: str = "simple") -> list[tuple[str, str]]:
@@ -48,8 +54,34 @@ def side_by_side(runs: list[dict], fmt: str = "simple") -> list[tuple[str, str]]
         if len({r["backend"] for r in group}) > 1:
             names = " vs ".join(r["backend"] for r in group)
             heading = f"{group[0]['device']['name']}: {names} (ratio = column / {group[0]['backend']})"
-            out.append((heading, table([(r["backend"], r) for r in group], fmt)))
+            labelled = [(r["backend"], r) for r in group]
+            why = explained(labelled)
+            out.append((heading, table(labelled, fmt) + (f"\n\n{why}" if why else "")))
     return out
+
+
+def explained(runs: list[tuple[str, dict]]) -> str:
+    """For each test a later run of the same GPU (device UUID) through another backend reads
+    faster or slower than the first: both limits and both loops' heavy opcodes."""
+    first_label, first = runs[0]
+    uuid = (first.get("device") or {}).get("uuid")
+    lines = []
+    base = {x["test"]: x for x in first["results"]}
+    for label, run in runs[1:]:
+        if run["backend"] == first["backend"] or (run.get("device") or {}).get("uuid") != uuid or not uuid:
+            continue
+        for r in run["results"]:
+            a = base.get(r["test"])
+            if not a or verdict.word(a, r) not in ("faster", "slower"):
+                continue
+            lines.append(f"{r['test']}: {label} {verdict.word(a, r)} than {first_label}"
+                         f" ({float(r['value']) / float(a['value']):.2f}x)")
+            for who, x in ((first_label, a), (label, r)):
+                limit = x.get("limit") or {}
+                code = verdict.loop_code(x)
+                lines.append(f"  {who}: {limit.get('by', '?')}: {limit.get('why', 'no verdict')}"
+                             + (f" [loop: {' + '.join(f'{n} {op}' for op, n in code.items())}]" if code else ""))
+    return ("Why they differ (limit, and the loop's heavy opcodes):\n" + "\n".join(lines)) if lines else ""
 
 
 def table(runs: list[tuple[str, dict]], fmt: str = "simple") -> str:
@@ -74,7 +106,8 @@ def table(runs: list[tuple[str, dict]], fmt: str = "simple") -> str:
         for c in cells[1:]:
             v = _value(c)
             # no ratio across different units (a run that names none is taken to mean the same)
-            ratio = f"{v / base:.2f}x" if v is not None and base and _same_unit(c, cells[0]) else ""
+            ratio = (f"{v / base:.2f}x {verdict.word(cells[0], c)}" if v is not None and base
+                     and _same_unit(c, cells[0]) else "")
             row += [_show(c), ratio]
         body.append(row)
     text = tabulate(body, headers, tablefmt=fmt, disable_numparse=True)

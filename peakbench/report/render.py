@@ -9,7 +9,7 @@ from tabulate import tabulate
 
 from peakbench.telemetry import throttle_cause
 
-HEADERS = ("test", "value", "unit", "spec", "% spec", "MHz", "% at clock", "W", "per W", "status / reason")
+HEADERS = ("test", "value", "unit", "spec", "% spec", "MHz", "% at clock", "W", "per W", "limit", "status / reason")
 WIDTH = 120               # the terminal table's lines, title and reason list included
 MIN_STATUS = 24           # the status column keeps this much even beside very long test names
 # Columns that stay even when no row fills them; the others are left out when empty.
@@ -78,7 +78,13 @@ def _efficiency(r: dict) -> str:
 def rows(run: dict) -> list[tuple]:
     return [(r["test"], _num(r.get("value"), _value_digits(r.get("value"))), r["unit"],
              _num(r.get("spec_value")), _num(r.get("pct_of_spec")), _num(r.get("clock_mhz"), 0),
-             _num(r.get("pct_of_clock_peak")), _power(r), _efficiency(r), _status(r)) for r in run["results"]]
+             _num(r.get("pct_of_clock_peak")), _power(r), _efficiency(r), _limit(r), _status(r)) for r in run["results"]]
+
+
+def _limit(r: dict) -> str:
+    """The limit verdict's word (report/verdict.py); its sentence is in the JSON and `explain`."""
+    limit = r.get("limit")
+    return str(limit.get("by", "")) if isinstance(limit, dict) else ""
 
 
 def _columns(body: list[tuple]) -> list[int]:
@@ -188,7 +194,7 @@ def csv_text(runs: list[dict]) -> str:
     w.writerow(("backend", "device", "driver", "test", "status", "value", "unit", "spec_value",
                 "pct_of_spec", "clock_mhz", "pct_of_clock_peak", "median", "min", "max", "samples",
                 "spread_pct", "reason", "power_w", "energy_j", "efficiency", "efficiency_unit",
-                "throttle_reasons", "verified", "unverified"))
+                "throttle_reasons", "verified", "unverified", "limit", "limit_why"))
     for run in runs:
         for r in run["results"]:
             s = r.get("stats") or {}
@@ -197,7 +203,8 @@ def csv_text(runs: list[dict]) -> str:
                         r.get("pct_of_spec"), r.get("clock_mhz"), r.get("pct_of_clock_peak"),
                         s.get("median"), s.get("min"), s.get("max"), s.get("samples"),
                         s.get("spread_pct"), r.get("reason"), *_csv_telemetry(r), r.get("verified"),
-                        (r.get("evidence") or {}).get("unverified")))
+                        (r.get("evidence") or {}).get("unverified"), _limit(r) or None,
+                        (r.get("limit") or {}).get("why") if isinstance(r.get("limit"), dict) else None))
     return buf.getvalue()
 
 

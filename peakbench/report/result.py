@@ -50,6 +50,7 @@ class Result:
     efficiency: dict | None = None           # {"value", "unit"}: the value per watt
     elapsed_s: float | None = None           # wall time of the test: compiles, checks, sweeps and samples
     verified: bool | None = None             # ok: a guard proved its work and one its bound (else evidence["unverified"] says why)
+    limit: dict | None = None                # ok: what limits the value (report/verdict.py): by, why, evidence
 
     def __post_init__(self):
         if self.status not in STATUSES:
