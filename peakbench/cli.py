@@ -35,7 +35,8 @@ from peakbench.specs import SpecError, load_database, resolve, find
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 LIST_WIDTH = 100
-RUN_OPTIONS = ("backend", "device", "sequential", "tests", "quick", "json", "csv", "markdown", "plot", "spec")
+RUN_OPTIONS = ("backend", "device", "sequential", "tests", "quick", "json", "csv", "markdown", "prometheus", "plot",
+               "spec")
 
 
 class Parser(argparse.ArgumentParser):
@@ -65,6 +66,8 @@ def build_parser() -> Parser:
     p.add_argument("--json", metavar="FILE", help="write results as JSON (updated after each test)")
     p.add_argument("--csv", metavar="FILE", help="write results as CSV")
     p.add_argument("--markdown", metavar="FILE", help="write results as Markdown tables")
+    p.add_argument("--prometheus", metavar="FILE", help="write results in Prometheus' text format, for "
+                   "node_exporter's textfile collector (needs prometheus_client)")
     p.add_argument("--plot", metavar="DIR", help="write PNG charts of the latency and bandwidth sweeps (needs matplotlib)")
     p.add_argument("--spec", metavar="NAME|FILE", help="use this spec database entry, or add GPUs from a file")
     p.add_argument("--list-devices", action="store_true", help="list the devices of each backend")
@@ -180,7 +183,7 @@ def cmd_explain(argv: list[str]) -> int:
 def resolve_outputs(args) -> dict[str, Output]:
     """Each output's target, checked writable; two options that write one file are a usage error."""
     outputs: dict[str, Output] = {}
-    for option in ("--json", "--csv", "--markdown"):
+    for option in ("--json", "--csv", "--markdown", "--prometheus"):
         name = getattr(args, option[2:])
         if name is None:
             continue
@@ -218,9 +221,13 @@ def cmd_run(args) -> int:
     if args.sequential and args.device != "all":
         raise UsageError("--sequential needs --device all (one device is always measured alone)")
     for option, path in (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown),
-                         ("--plot", args.plot), ("--spec", args.spec)):
+                         ("--prometheus", args.prometheus), ("--plot", args.plot), ("--spec", args.spec)):
         if path is not None and not path.strip():
             raise UsageError(f"{option} needs a file name")
+    if args.prometheus is not None:
+        from peakbench.report import prometheus
+        if not prometheus.available():
+            raise UsageError(prometheus.MISSING)
     outputs = resolve_outputs(args)
     if args.spec is not None:
         refuse_inputs(outputs, {f"the --spec file {args.spec}": args.spec})

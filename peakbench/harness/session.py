@@ -400,8 +400,13 @@ class Session:
                               f"{' (--quick takes no sweeps)' if self.base.get('options', {}).get('quick') else ''}")
 
         steps = [("tables", print_tables)]
+        def prometheus_text():
+            from peakbench.report import prometheus
+            outputs["--prometheus"].write(prometheus.text(docs, (doc.get("host") or {}).get("hostname", "")))
+
         files = {"--json": lambda: save_json(outputs["--json"], doc),
-                 "--csv": lambda: outputs["--csv"].write(render.csv_text(docs)), "--markdown": markdown}
+                 "--csv": lambda: outputs["--csv"].write(render.csv_text(docs)), "--markdown": markdown,
+                 "--prometheus": prometheus_text}
         chosen = [o for o in files if o in outputs]
         steps += [(o, files[o]) for o in chosen if not outputs[o].waits]
         if plot:
