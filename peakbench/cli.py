@@ -25,7 +25,7 @@ from peakbench.interrupts import signal_of, signals_interrupt
 from peakbench.backend import BackendUnavailable, error_text, load
 from peakbench.catalog import default_catalog
 from peakbench.harness import visible
-from peakbench.harness.runner import Settings
+from peakbench.harness.runner import BURN_IN_S, PROFILES, Settings
 from peakbench.harness.session import Session, describe
 from peakbench.report import compare as compare_mod
 from peakbench.report.result import (Output, ResultFileError, check_writable, load_json, new_document,
@@ -35,8 +35,8 @@ from peakbench.specs import SpecError, load_database, resolve, find
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 LIST_WIDTH = 100
-RUN_OPTIONS = ("backend", "device", "sequential", "tests", "quick", "json", "csv", "markdown", "prometheus", "plot",
-               "spec")
+RUN_OPTIONS = ("backend", "device", "sequential", "tests", "quick", "profile", "duration", "json", "csv", "markdown",
+               "prometheus", "plot", "spec")
 
 
 class Parser(argparse.ArgumentParser):
@@ -62,7 +62,12 @@ def build_parser() -> Parser:
     p.add_argument("--sequential", action="store_true", help="with --device all: one device after another, "
                    "in this process")
     p.add_argument("--tests", help="comma list of globs on test names, e.g. 'compute.*,memory.read'")
-    p.add_argument("--quick", action="store_true", help="the screening profile: one variant a test, shorter and fewer samples, no size sweeps")
+    p.add_argument("--quick", action="store_true", help="the screening profile: one variant a test, shorter and fewer samples, no size sweeps (--profile prolog)")
+    p.add_argument("--profile", choices=PROFILES, help="prolog (--quick: seconds, for a job's prolog), default "
+                   "(the full suite), burn-in (each test under sustained load for its share of --duration, "
+                   "with a time series and a stability summary)")
+    p.add_argument("--duration", type=float, metavar="S", help="burn-in: seconds in all, shared by the selected tests "
+                   "(default 60)")
     p.add_argument("--json", metavar="FILE", help="write results as JSON (updated after each test)")
     p.add_argument("--csv", metavar="FILE", help="write results as CSV")
     p.add_argument("--markdown", metavar="FILE", help="write results as Markdown tables")
@@ -212,11 +217,36 @@ def child_options(args) -> list[str]:
     """The options a per-device process of `--device all` takes from ours (it writes only its JSON)."""
     options = ["--tests", args.tests] if args.tests is not None else []
     options += ["--spec", args.spec] if args.spec is not None else []
+    options += ["--profile", args.profile] if args.profile is not None else []
+    options += ["--duration", str(args.duration)] if args.duration is not None else []
     return options + (["--quick"] if args.quick else [])
+
+
+def profile_of(args) -> str:
+    """The profile a run asked for: --profile, or --quick (prolog), else default; --duration only
+    with burn-in."""
+    if args.quick and args.profile not in (None, "prolog"):
+        raise UsageError(f"--quick is the prolog profile: it cannot go with --profile {args.profile}")
+    profile = "prolog" if args.quick else args.profile or "default"
+    if args.duration is not None and profile != "burn-in":
+        raise UsageError("--duration needs --profile burn-in")
+    if args.duration is not None and not args.duration > 0:
+        raise UsageError(f"--duration {args.duration:g}: needs a number of seconds above 0")
+    return profile
+
+
+def settings_of(profile: str, duration: float | None, tests: int) -> Settings:
+    """A profile's settings; a burn-in shares its duration among the selected tests."""
+    if profile == "prolog":
+        return Settings.quick()
+    if profile == "burn-in":
+        return Settings.burn(max(1.0, (duration or BURN_IN_S) / max(1, tests)))
+    return Settings.full()
 
 
 def cmd_run(args) -> int:
     tests = select_tests(args.tests)
+    profile_of(args)
     check_shaders()
     if args.sequential and args.device != "all":
         raise UsageError("--sequential needs --device all (one device is always measured alone)")
@@ -236,7 +266,7 @@ def cmd_run(args) -> int:
         if args.quick:
             progress(f"note: --quick takes no size sweeps, so --plot {args.plot} will get no chart")
     specs, forced = resolve(args.spec)
-    settings = Settings.quick() if args.quick else Settings.full()
+    settings = settings_of(profile_of(args), args.duration, len(tests))
     # An output on standard output gets it alone: the tables go to stderr, after the progress.
     tables = sys.stderr if any(out.fd == 1 for out in outputs.values()) else sys.stdout
     session = Session(new_document({name: getattr(args, name) for name in RUN_OPTIONS}), outputs, progress)

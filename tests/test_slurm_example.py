@@ -75,7 +75,7 @@ def node(tmp_path):
 def test_a_healthy_node_exits_0_and_is_not_drained(node):
     p, run, drained = node(98.0)
     assert p.returncode == 0, p.stderr
-    assert "--device all --quick" in run and drained is None
+    assert "--device all --profile prolog" in run and drained is None
     assert "GPUs healthy" in p.stdout
 
 

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Node health check for Slurm (HealthCheckProgram, or an epilog/prolog): measure every GPU of this
-# node at once with the quick suite and judge them with `peakbench fleet`.
+# node at once and judge them with `peakbench fleet`. The profile fits the hook:
+#   a job prolog (the default)  seconds: --profile prolog
+#   an epilog or a health check a minute of load that shows throttling and instability:
+#                               --profile burn-in --duration 60 --tests compute.*,matrix.*,memory.*
+#   accepting a new node        the full suite: --profile default
 #
 # Exit status and what happens to the node:
 #   0  every GPU passed                                              the node stays
@@ -11,7 +15,7 @@
 #                                                                    unless DRAIN_ON_ERROR=1
 #
 #   PEAKBENCH       the peakbench command (default: peakbench on PATH)
-#   PEAKBENCH_ARGS  run options (default: --quick --tests compute.*,memory.*)
+#   PEAKBENCH_ARGS  run options (default: --profile prolog --tests compute.*,memory.*)
 #   FLOOR           a floor file for `peakbench fleet --floor` (optional)
 #   RESULTS         folder to keep the node's record and report in (default: a temporary one,
 #                   removed on exit)
@@ -20,7 +24,7 @@
 set -uo pipefail
 
 peakbench=${PEAKBENCH:-peakbench}
-read -r -a run_args <<< "${PEAKBENCH_ARGS:---quick --tests compute.*,memory.*}"
+read -r -a run_args <<< "${PEAKBENCH_ARGS:---profile prolog --tests compute.*,memory.*}"
 node=${SLURMD_NODENAME:-$(hostname -s)}    # the name Slurm knows the node by
 
 if [[ -n "${RESULTS:-}" ]]; then

@@ -60,6 +60,9 @@ class Settings:
     # beside the value, and a latency sweep that stops short of the full range (workloads/chase.py).
     screening: bool = False
     host_samples: int = 200     # host-timed launches a sample set (launch overhead), after 20 untimed
+    # The burn-in profile: each test's one variant sampled for its whole budget_s (no settling),
+    # every sample's time and clock kept for the time series and the stability summary.
+    burn_in: bool = False
 
     @classmethod
     def full(cls) -> "Settings":
@@ -71,6 +74,17 @@ class Settings:
         return cls(sample_s=0.005, warmup_s=0.3, min_samples=5, max_samples=10, budget_s=0.5,
                    warm_gap_s=1.0, own_warmup_s=0.03, screening=True, host_samples=50)
 
+    @classmethod
+    def burn(cls, seconds_per_test: float) -> "Settings":
+        """The burn-in profile: one variant a test under sustained load for `seconds_per_test`,
+        samples of 50 ms (a time series of 20 points a second at most), never settling early."""
+        return cls(sample_s=0.05, warmup_s=0.3, min_samples=1 << 30, max_samples=1 << 30, settle=0.0,
+                   budget_s=seconds_per_test, warm_gap_s=1.0, own_warmup_s=0.03, screening=True,
+                   host_samples=50, burn_in=True)
+
+
+PROFILES = ("prolog", "default", "burn-in")     # --profile; --quick is prolog
+BURN_IN_S = 60.0                                # --profile burn-in without --duration
 
 def screening_variants(test, offered: tuple) -> tuple:
     """The one variant a screening run measures: the one the catalog names (TestSpec.screen), else
@@ -133,6 +147,8 @@ class VariantResult:
     samples: list = field(default_factory=list)      # the per-sample values, in the test's unit
     timing: list = field(default_factory=list)       # (GPU seconds, host wall seconds) per sample
     window: tuple | None = None                      # perf_counter() start and end of the timed samples
+    times: list = field(default_factory=list)        # perf_counter() at each sample's end (a burn-in's series)
+    clocks: list = field(default_factory=list)       # the clock read after each sample (None where unread)
     phases: dict = field(default_factory=dict)       # wall seconds of prepare, verify and measure
 
 
@@ -207,24 +223,26 @@ def measure(workload, per_item: float, unit: str, settings: Settings, started: f
     while time.perf_counter() - started < settings.warmup_s or time.perf_counter() - own < settings.own_warmup_s:
         workload.run(size)
     warm_up = hold(workload, size, settings, clock, held_mhz) if held_mhz else None
-    rates, clocks, timing = [], [], []
+    rates, clocks, timing, times = [], [], [], []
     t0 = time.perf_counter()
     while len(rates) < settings.max_samples:
         wall = time.perf_counter()
         seconds = workload.run(size)
         timing.append((seconds, time.perf_counter() - wall))     # for the timer guard
+        times.append(time.perf_counter())
         if seconds <= 0:
             raise RuntimeError(f"the GPU timer read {seconds} s for a launch of size {size}")
         clocks.append(clock())
         rates.append(rate(workload.items(size), seconds, per_item, unit))
-        if len(rates) >= settings.min_samples and (
-                stdrel(rates) < settings.settle or time.perf_counter() - t0 > settings.budget_s):
+        if time.perf_counter() - t0 > settings.budget_s and (settings.burn_in or len(rates) >= settings.min_samples):
+            break
+        if len(rates) >= settings.min_samples and stdrel(rates) < settings.settle:
             break
     read = [c for c in clocks if c]
     evidence = {**workload.evidence, **({"warm_up": warm_up} if warm_up else {})}
     return VariantResult(workload.name, size, summarize(rates),
                          median(read) if read else None, dict(workload.params),
-                         evidence, rates, timing, (t0, time.perf_counter()))
+                         evidence, rates, timing, (t0, time.perf_counter()), times, clocks)
 
 
 class Failed(Exception):

@@ -19,7 +19,7 @@ from peakbench.catalog import TestSpec, default_catalog
 from peakbench.catalog.descriptors import MemoryTest
 from peakbench import telemetry
 from peakbench.harness import guards
-from peakbench.harness import runner
+from peakbench.harness import runner, stability
 from peakbench.harness.runner import Load, Settings, VariantResult
 from peakbench.harness.stats import round_significant
 from peakbench.report import compare, render, verdict
@@ -144,16 +144,26 @@ def run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str
     (over the best variant's timed samples where it has them) go with its result; `load` is the
     device's, for a warm-up shared with the test before (Settings.warm_gap_s)."""
     began = time.perf_counter()
+    samples: list = []
     if sampler is None:
-        result = _run_test(device, test, settings, progress, spec, load)[0]
+        result, best = _run_test(device, test, settings, progress, spec, load)
     else:
         sampler.start()
         try:
-            result, window = _run_test(device, test, settings, progress, spec, load)
+            result, best = _run_test(device, test, settings, progress, spec, load)
         finally:
             samples = sampler.stop()
-        result = with_telemetry(result, samples, window)
+        result = with_telemetry(result, samples, best.window if best else None)
+    if settings.burn_in and result.status == "ok" and best is not None and best.times:
+        result = with_stability(result, best, test, samples)
     return replace(result, elapsed_s=round(time.perf_counter() - began, 3))
+
+
+def with_stability(result: Result, best: VariantResult, test: TestSpec, readings: list) -> Result:
+    """A burn-in's time series (its `series`) and stability summary; an unstable one keeps its
+    value, says why in `stability.unstable`, and the fleet report flags it."""
+    series = stability.series(best.times, best.samples, best.clocks, test.unit, readings)
+    return replace(result, series=series, stability=stability.summary(best.times, best.samples, test.higher_is_better))
 
 
 def with_telemetry(result: Result, samples: list, window: tuple | None) -> Result:
@@ -169,7 +179,7 @@ def with_telemetry(result: Result, samples: list, window: tuple | None) -> Resul
 
 def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[str], None],
               spec: GpuSpec | None, load: Load | None = None) -> tuple[Result, tuple | None]:
-    """The result, and the best variant's timed window (None where the workload timed itself)."""
+    """The result, and the best variant's measurement (None where nothing was measured)."""
     try:
         reason = device.support(test)
         # Matrix tests take their variants (shapes) from the device; others from the catalog.
@@ -259,7 +269,7 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
     problem = sample_problem({"status": "ok", "value": result.value, "stats": result.stats, "samples": result.samples})
     if problem:
         return failed(test, best, guards.reason("statistics", problem), params, evidence), None
-    return result, best.window
+    return result, best
 
 
 class Session:

@@ -14,7 +14,9 @@ A GPU is flagged for a test when
 - its % of spec is under the floor for that test (below), or
 - the test failed, or the GPU's record has no result for a test others of its group measured, or
   the record did not finish (interrupted, `complete` false or absent: report.result.unfinished):
-  the GPU's verdict is then `failed`.
+  the GPU's verdict is then `failed`;
+and whatever its speed for its health and burn-in (health_flags), each with an action: `drain`,
+`reset` or `watch` (a slow test is `watch`, a failed one `drain`).
 GPUs are compared with their peers only for a test that at least MIN_PEERS (3) GPUs of the group
 measured: two cannot tell which of them is the slow one. Such tests, and groups of one or two, are
 judged by the floors, by failed tests, and against the baseline where one is given.
@@ -55,7 +57,8 @@ writes the report, through the same output handling as the main CLI's files:
                  "gpus"}}}],
      "gpus": [{"host", "uuid", "index", "pci_bus", "model", "backend", "source",
                "flagged": [{"test", "value", "median", "ratio", "reason"}],
-               "verdict": "pass" | "flagged" | "failed"}],
+               "verdict": "pass" | "flagged" | "failed", "action": "ok" | "watch" | "reset" | "drain",
+               "health": {...}, "unverified": [TEST]}],
      "regressions": [{"model", "backend", "test", "median", "baseline_median", "ratio", "reason"}],
      "notes": ["..."]}
 """
@@ -137,10 +140,20 @@ class Gpu:
     flagged: list[dict] = field(default_factory=list)
     failed: bool = False
     unfinished: str | None = None    # why its record is not a finished run (report.result.unfinished)
+    health: dict = field(default_factory=dict)     # the run's device.health (NVML: link, ECC, rows)
 
     @property
     def verdict(self) -> str:
         return "failed" if self.failed else "flagged" if self.flagged else "pass"
+
+    @property
+    def action(self) -> str:
+        """What to do with it: the strongest of its flags' actions (a slow test: watch; a failed
+        one: drain), ok where none."""
+        if self.failed:
+            return "drain"
+        found = [f.get("action", "watch") for f in self.flagged]
+        return max(found, key=ACTIONS.index) if found else "ok"
 
     def fail(self, test: str, reason: str) -> None:
         self.failed = True
@@ -173,7 +186,8 @@ def gpus_of(docs: list[tuple[str, dict]]) -> tuple[list[Gpu], list[str]]:
                 buses.setdefault((host, uuid), bus)
             ident = uuid or (f"index {index}" if index is not None else f"{source} run {i}")
             gpu = Gpu(host, uuid, index, bus, _text(spec.get("name")) or device["name"], run["backend"],
-                      source, created, {r["test"]: r for r in run["results"]}, unfinished=unfinished(doc))
+                      source, created, {r["test"]: r for r in run["results"]}, unfinished=unfinished(doc),
+                      health=device.get("health") if isinstance(device.get("health"), dict) else {})
             found.setdefault((host, ident, run["backend"]), []).append(((_moment(created), order, i), gpu))
     gpus, notes = [], []
     for entries in found.values():
@@ -341,6 +355,7 @@ def _judge_group(model: str, backend: str, group: list[Gpu], floors: Floors, bef
     """One group's summary for the report, its regressions against the baseline, and its notes;
     flags its GPUs on the way."""
     for gpu in group:
+        gpu.flagged += health_flags(gpu)
         if gpu.unfinished:
             gpu.fail("-", f"{gpu.source}: {gpu.unfinished}")
         for test, r in gpu.results.items():
@@ -385,6 +400,48 @@ def _judge_group(model: str, backend: str, group: list[Gpu], floors: Floors, bef
         notes.append(f"{model} ({backend}): {', '.join(few)} measured on fewer than {MIN_PEERS} GPUs: "
                      f"judged by {against} and failed tests only")
     return {"model": model, "backend": backend, "gpus": len(group), "tests": tests}, regressions, notes
+
+
+ACTIONS = ("ok", "watch", "reset", "drain")
+# Throttle reasons that are the board doing its job (a power cap, a clock the application or the
+# driver set, sync boost); any other (thermal, hardware slowdown) flags the GPU whatever its speed.
+CAPS = {"sw_power_cap", "applications_clocks", "sync_boost", "display_clocks"}
+
+
+def health_flags(gpu: Gpu) -> list[dict]:
+    """The flags a GPU gets whatever its speed, each with its reason and action: uncorrected ECC
+    errors or a failed row remapping (drain), a pending remapping or a link trained below its
+    maximum (reset), retired pages, rows remapped for uncorrectable errors, a throttle outside the
+    power and clock caps, or a burn-in that did not hold steady (watch)."""
+    from peakbench.telemetry import link_below_max
+    h, out = gpu.health, []
+
+    def flag(what: str, reason: str, action: str) -> None:
+        out.append({"test": what, "value": None, "median": None, "ratio": None, "reason": reason, "action": action})
+    if (n := h.get("ecc_uncorrected")) and n > 0:
+        flag("health", f"{n} uncorrected ECC error{'s' if n > 1 else ''} since the driver loaded", "drain")
+    if h.get("remapping_failed"):
+        flag("health", "a row remapping failed: the memory has no spare row left", "drain")
+    if h.get("remapping_pending"):
+        flag("health", "a row remapping is pending: it takes effect at the next GPU reset", "reset")
+    if link := link_below_max(h):
+        flag("health", f"the PCIe link trained at {link}", "reset")
+    if (n := h.get("retired_pages")) and n > 0:
+        flag("health", f"{n} retired page{'s' if n > 1 else ''}", "watch")
+    if (n := h.get("remapped_rows_uncorrected")) and n > 0:
+        flag("health", f"{n} row{'s' if n > 1 else ''} remapped for uncorrectable errors", "watch")
+    throttles: dict[str, list[str]] = {}
+    for test, r in gpu.results.items():
+        reasons = ((r.get("telemetry") or {}).get("throttle_reasons") or []) if isinstance(r.get("telemetry"), dict) else []
+        for reason in reasons:
+            if str(reason) not in CAPS:
+                throttles.setdefault(str(reason), []).append(test)
+        unstable = (r.get("stability") or {}).get("unstable") if isinstance(r.get("stability"), dict) else None
+        if unstable:
+            flag(test, f"{test}: the burn-in did not hold steady: {unstable}", "watch")
+    for reason, tests in throttles.items():
+        flag("health", f"throttled by {reason} (outside the power and clock caps) during {', '.join(tests)}", "watch")
+    return out
 
 
 def unverified(gpu: Gpu) -> dict[str, str]:
@@ -500,6 +557,8 @@ def render(report: Report, width: int = WIDTH) -> str:
                 gpu = [f"{g.model} ({g.backend})", g.host, g.short_id, g.pci_bus or "-"] if i == 0 else [""] * 4
                 rows.append(gpu + [f["test"], f["reason"].removeprefix(f["test"] + " ")])
         parts.append(_table(["GPU", "host", "UUID", "PCI bus", "flagged tests", "reason"], rows, width))
+        parts.append("actions:\n" + "\n".join(f"- {g.action}: {g.label}" for g in
+                                               sorted(bad, key=lambda g: -ACTIONS.index(g.action))))
     else:
         parts.append("no GPU flagged")
     wrap = lambda text: textwrap.fill(text, width, initial_indent="- ", subsequent_indent="  ")
@@ -527,7 +586,7 @@ def to_json(report: Report) -> dict:
             "groups": report.groups,
             "gpus": [{"host": g.host, "uuid": g.uuid, "index": g.index, "pci_bus": g.pci_bus, "model": g.model,
                       "backend": g.backend, "source": g.source, "flagged": g.flagged, "verdict": g.verdict,
-                      "unverified": sorted(unverified(g))}
+                      "action": g.action, "health": g.health, "unverified": sorted(unverified(g))}
                      for g in report.gpus],
             "regressions": report.regressions, "notes": report.notes}
 

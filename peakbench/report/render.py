@@ -49,8 +49,11 @@ def _status(r: dict) -> str:
         reason = _one_line(r.get("reason") or "")
         text = f"{r['status']}: {reason}" if reason else r["status"]
         return f"{text} ({marks[0]})" if marks else text
+    unstable = (r.get("stability") or {}).get("unstable") if isinstance(r.get("stability"), dict) else None
+    if unstable:
+        marks.insert(0, f"unstable: {unstable}")
     spread = (r.get("stats") or {}).get("spread_pct")
-    if isinstance(spread, (int, float)) and spread > 5:
+    if isinstance(spread, (int, float)) and spread > 5 and not r.get("stability"):
         marks.insert(0, f"noisy: spread {spread:.0f}%")
     if r.get("verified") is False:       # the short form; evidence.unverified says why in full
         why = str((r.get("evidence") or {}).get("unverified") or "work: ; bound: ")

@@ -51,6 +51,7 @@ class Result:
     elapsed_s: float | None = None           # wall time of the test: compiles, checks, sweeps and samples
     verified: bool | None = None             # ok: a guard proved its work and one its bound (else evidence["unverified"] says why)
     limit: dict | None = None                # ok: what limits the value (report/verdict.py): by, why, evidence
+    stability: dict | None = None            # a burn-in's: drift, worst window, unstable (harness/stability.py)
 
     def __post_init__(self):
         if self.status not in STATUSES:
