@@ -36,7 +36,7 @@ from peakbench.specs import SpecError, load_database, resolve, find
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 LIST_WIDTH = 100
 RUN_OPTIONS = ("backend", "device", "sequential", "tests", "quick", "profile", "duration", "json", "csv", "markdown",
-               "prometheus", "plot", "spec")
+               "prometheus", "history", "plot", "spec")
 
 
 class Parser(argparse.ArgumentParser):
@@ -73,6 +73,8 @@ def build_parser() -> Parser:
     p.add_argument("--markdown", metavar="FILE", help="write results as Markdown tables")
     p.add_argument("--prometheus", metavar="FILE", help="write results in Prometheus' text format, for "
                    "node_exporter's textfile collector (needs prometheus_client)")
+    p.add_argument("--history", metavar="DIR", help="keep each GPU's record under DIR/<UUID>/ for "
+                   "`peakbench fleet --history DIR` (never overwrites)")
     p.add_argument("--plot", metavar="DIR", help="write PNG charts of the latency and bandwidth sweeps (needs matplotlib)")
     p.add_argument("--spec", metavar="NAME|FILE", help="use this spec database entry, or add GPUs from a file")
     p.add_argument("--list-devices", action="store_true", help="list the devices of each backend")
@@ -254,6 +256,10 @@ def cmd_run(args) -> int:
                          ("--prometheus", args.prometheus), ("--plot", args.plot), ("--spec", args.spec)):
         if path is not None and not path.strip():
             raise UsageError(f"{option} needs a file name")
+    if args.history is not None:
+        from peakbench.report import history
+        if problem := history.writable(args.history):
+            raise UsageError(problem)
     if args.prometheus is not None:
         from peakbench.report import prometheus
         if not prometheus.available():

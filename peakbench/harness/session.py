@@ -410,6 +410,11 @@ class Session:
                               f"{' (--quick takes no sweeps)' if self.base.get('options', {}).get('quick') else ''}")
 
         steps = [("tables", print_tables)]
+        def keep_history():
+            from peakbench.report import history
+            for path in history.keep(doc, self.base["options"]["history"]):
+                self.progress(f"history: {path}")
+
         def prometheus_text():
             from peakbench.report import prometheus
             outputs["--prometheus"].write(prometheus.text(docs, (doc.get("host") or {}).get("hostname", "")))
@@ -417,6 +422,8 @@ class Session:
         files = {"--json": lambda: save_json(outputs["--json"], doc),
                  "--csv": lambda: outputs["--csv"].write(render.csv_text(docs)), "--markdown": markdown,
                  "--prometheus": prometheus_text}
+        if (self.base.get("options") or {}).get("history"):
+            steps.append(("--history", keep_history))
         chosen = [o for o in files if o in outputs]
         steps += [(o, files[o]) for o in chosen if not outputs[o].waits]
         if plot:

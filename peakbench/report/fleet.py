@@ -141,6 +141,7 @@ class Gpu:
     failed: bool = False
     unfinished: str | None = None    # why its record is not a finished run (report.result.unfinished)
     health: dict = field(default_factory=dict)     # the run's device.health (NVML: link, ECC, rows)
+    driver: str = ""                                # the run's device.driver (a fleet-wide step names its change)
 
     @property
     def verdict(self) -> str:
@@ -187,7 +188,8 @@ def gpus_of(docs: list[tuple[str, dict]]) -> tuple[list[Gpu], list[str]]:
             ident = uuid or (f"index {index}" if index is not None else f"{source} run {i}")
             gpu = Gpu(host, uuid, index, bus, _text(spec.get("name")) or device["name"], run["backend"],
                       source, created, {r["test"]: r for r in run["results"]}, unfinished=unfinished(doc),
-                      health=device.get("health") if isinstance(device.get("health"), dict) else {})
+                      health=device.get("health") if isinstance(device.get("health"), dict) else {},
+                      driver=_text(device.get("driver")))
             found.setdefault((host, ident, run["backend"]), []).append(((_moment(created), order, i), gpu))
     gpus, notes = [], []
     for entries in found.values():
@@ -563,7 +565,7 @@ def render(report: Report, width: int = WIDTH) -> str:
         parts.append("no GPU flagged")
     wrap = lambda text: textwrap.fill(text, width, initial_indent="- ", subsequent_indent="  ")
     if report.regressions:
-        parts.append("fleet-wide regressions against the baseline:\n"
+        parts.append("fleet-wide regressions (against the baseline, or a step in the GPUs' own history):\n"
                      + "\n".join(wrap(r["reason"]) for r in report.regressions))
     if report.notes:
         parts.append("notes:\n" + "\n".join(wrap(n) for n in report.notes))
@@ -615,6 +617,8 @@ def build_parser() -> Parser:
                    help=f"flag a GPU this %% worse than its group's median (default {THRESHOLD_PCT:g})")
     p.add_argument("--mads", metavar="N", type=_positive, default=MADS,
                    help=f"... or N MADs worse, whichever is wider (default {MADS:g})")
+    p.add_argument("--history", metavar="DIR", help="records kept by `peakbench --history DIR`: flag a GPU "
+                   "slower than its own recent median, and a step of most of a group as one fleet-wide step")
     return p
 
 
@@ -639,6 +643,13 @@ def main(argv: list[str]) -> int:
         if not gpus:
             raise FleetError(f"no GPU in {', '.join(args.files)}: the files hold no runs")
         report = judge(gpus, floors, baseline, args.threshold, args.mads, notes)
+        if args.history is not None:
+            if not Path(args.history).is_dir():
+                raise FleetError(f"--history {args.history}: no such folder")
+            from peakbench.report import history
+            steps, said = history.judge(gpus, args.history, args.threshold)
+            report.regressions += steps
+            report.notes += said
         tables = sys.stderr if out is not None and out.fd == 1 else sys.stdout
         print(render(report), file=tables, flush=True)
         if out is not None:
