@@ -349,6 +349,7 @@ def _health_of(nvml, handle) -> dict:
                 h, n.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, n.NVML_VOLATILE_ECC))),
             "ecc_corrected": _read(lambda: int(n.nvmlDeviceGetTotalEccErrors(
                 h, n.NVML_MEMORY_ERROR_TYPE_CORRECTED, n.NVML_VOLATILE_ECC))),
+            "power_limit_w": _read(lambda: round(n.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0, 1)),
             "retired_pages": _read(lambda: sum(len(n.nvmlDeviceGetRetiredPages(h, cause)) for cause in (
                 n.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
                 n.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERRORS))),

@@ -569,3 +569,37 @@ def test_a_burn_in_that_did_not_hold_steady_is_flagged_to_watch(tmp_path, capsys
     gpu = next(g for g in report["gpus"] if g["flagged"])
     assert gpu["action"] == "watch" and gpu["flagged"][0]["reason"] == (
         "compute.fp32: the burn-in did not hold steady: drift -8.1% from the first window to the last")
+
+
+def test_a_gpu_held_down_by_power_is_reported_as_that_not_as_bad_silicon(tmp_path, capsys):
+    # 10% slower under sw_power_cap at 1782 MHz, but at that clock as good as its group
+    docs = fleet_of()
+    r = scale(docs["node1.json"], 0, "cuda", "compute.fp32", 0.9)
+    group = [x for doc in docs.values() for run in doc["runs"] if run["backend"] == "cuda"
+             for x in run["results"] if x["test"] == "compute.fp32"]
+    for x in group:
+        x["pct_of_clock_peak"] = 98.8
+    r.update(clock_mhz=1782.0, pct_of_clock_peak=98.5,
+             limit={"by": "power", "why": "99% of the peak at the measured 1782 MHz; throttle: sw_power_cap"},
+             telemetry={"throttle_reasons": ["sw_power_cap"], "power_w": {"min": 690.0, "mean": 699.0, "max": 701.0}})
+    code, _, _, report = run_fleet(tmp_path, capsys, docs)
+    assert code == 1
+    flag = next(f for g in report["gpus"] for f in g["flagged"])
+    assert flag["cause"] == "power"
+    assert flag["reason"].endswith("; held down by power: at the clock it ran it reaches 98.5% of the peak, the group"
+                                   " 98.8%: its power supply or limit, not its silicon")
+    # slow at its clock too: no such excuse
+    r["pct_of_clock_peak"] = 88.0
+    code, _, _, report = run_fleet(tmp_path, capsys, docs)
+    assert "cause" not in next(f for g in report["gpus"] for f in g["flagged"])
+
+
+def test_gpus_of_one_model_under_other_drivers_or_power_limits_are_judged_apart(tmp_path, capsys):
+    docs = fleet_of()
+    for name in ("node0.json", "node1.json"):
+        for run in docs[name]["runs"]:
+            run["device"]["health"] = {"power_limit_w": 600.0}
+    code, _, _, report = run_fleet(tmp_path, capsys, docs)
+    settings = sorted(g.get("setting", "") for g in report["groups"] if g["backend"] == "cuda")
+    assert len(settings) == 2 and any(s.endswith("600 W") for s in settings)
+    assert any(n.startswith(f"{MODEL} (cuda): judged in 2 groups by driver and power limit") for n in report["notes"])

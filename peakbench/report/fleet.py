@@ -6,8 +6,10 @@ documents hold the same GPU (a re-run), the one `created` last is taken (on a ti
 on the command line) and a note says so. Where one backend names a GPU's PCI bus and another does
 not, the GPU's other runs on that host (same UUID) lend it.
 
-GPUs are grouped by model (the spec entry's name, else the device name) and backend; per group and
-test, the median and the MAD (median absolute deviation, unscaled) of the `ok` values are taken.
+GPUs are grouped by model (the spec entry's name, else the device name), backend, driver and
+power limit (Gpu.setting); per group and test, the median and the MAD (median absolute deviation,
+unscaled) of the `ok` values are taken, and of % at the measured clock: a slow GPU that keeps pace
+at its own clock, its limit power, thermal or clock, is reported as held down (held_down).
 A GPU is flagged for a test when
 - its value is worse than the median by more than max(THRESHOLD% of the median, MADS x MAD),
   defaults 5% and 3 (worse is lower; for times, ns, us and the like, worse is higher), or
@@ -146,6 +148,13 @@ class Gpu:
     @property
     def verdict(self) -> str:
         return "failed" if self.failed else "flagged" if self.flagged else "pass"
+
+    @property
+    def setting(self) -> str:
+        """What GPUs of one model must share to be compared: the driver and the power limit."""
+        limit = _number(self.health.get("power_limit_w"))
+        return ", ".join(p for p in (f"driver {self.driver}" if self.driver else "",
+                                     f"{limit:.0f} W" if limit else "") if p)
 
     @property
     def action(self) -> str:
@@ -337,18 +346,25 @@ def judge(gpus: list[Gpu], floors: Floors | None = None, baseline: dict | None =
           threshold_pct: float = THRESHOLD_PCT, mads: float = MADS, notes: list[str] | None = None) -> Report:
     """Flag each GPU against its group (or the baseline, or the floors); see the module docstring."""
     floors, baseline, notes = floors or Floors(), baseline or {}, list(notes or [])
-    members: dict[tuple[str, str], list[Gpu]] = {}
+    members: dict[tuple[str, str, str], list[Gpu]] = {}
     for gpu in gpus:
-        members.setdefault((gpu.model, gpu.backend), []).append(gpu)
+        members.setdefault((gpu.model, gpu.backend, gpu.setting), []).append(gpu)
     groups, regressions = [], []
-    for (model, backend), group in sorted(members.items()):
+    for (model, backend, setting), group in sorted(members.items()):
         summary, found, said = _judge_group(model, backend, group, floors, baseline.get((model, backend), {}),
                                             threshold_pct, mads)
+        if setting:
+            summary["setting"] = setting
         groups.append(summary)
         regressions += found
         notes += said
+    split: dict[tuple[str, str], list[str]] = {}
+    for model, backend, setting in members:
+        split.setdefault((model, backend), []).append(setting or "unknown")
+    notes += [f"{model} ({backend}): judged in {len(settings)} groups by driver and power limit: {'; '.join(sorted(settings))}"
+              for (model, backend), settings in sorted(split.items()) if len(settings) > 1]
     notes += [f"{model} ({backend}): in the baseline, not in these results"
-              for model, backend in sorted(set(baseline) - set(members))]
+              for model, backend in sorted(set(baseline) - {(m, b) for m, b, _ in members})]
     return Report(gpus, groups, regressions, notes, threshold_pct, mads)
 
 
@@ -389,8 +405,12 @@ def _judge_group(model: str, backend: str, group: list[Gpu], floors: Floors, bef
                                f"{len(measured)} other GPU{'s' if len(measured) > 1 else ''} of its group measured")
             elif r.get("status") == "unsupported":
                 unsupported.setdefault(gpu.label, []).append(test)
+        per_clock = [p for gpu, _ in measured if (p := _number(gpu.results[test].get("pct_of_clock_peak"))) is not None]
+        if per_clock:
+            stats["pct_of_clock_peak"] = median(per_clock)
         for gpu, _ in measured:
-            _check(gpu, test, gpu.results[test], unit, lower, ref, stats["floor"], threshold_pct, mads)
+            _check(gpu, test, gpu.results[test], unit, lower, ref, stats["floor"], threshold_pct, mads,
+                   stats.get("pct_of_clock_peak"))
     notes = [f"{label}: {', '.join(t)} unsupported (the others of its group measured it)"
              for label, t in unsupported.items()]
     notes += unverified_notes(model, backend, group)
@@ -468,7 +488,11 @@ def _worse_pct(value: float, reference: float, lower: bool) -> float:
     return (value - reference if lower else reference - value) / abs(reference) * 100
 
 
-def _check(gpu: Gpu, test: str, r: dict, unit: str, lower: bool, ref, floor, threshold_pct, mads) -> None:
+AT_CLOCK_PCT = 2.0     # points of % at clock within which a slow GPU keeps pace with its group per clock
+
+
+def _check(gpu: Gpu, test: str, r: dict, unit: str, lower: bool, ref, floor, threshold_pct, mads,
+           at_clock: float | None = None) -> None:
     value = _ok_value(r)
     why, centre, ratio = [], None, None
     if ref is not None and ref[0]:
@@ -483,7 +507,27 @@ def _check(gpu: Gpu, test: str, r: dict, unit: str, lower: bool, ref, floor, thr
         why.append(f"{pct:.1f}% of spec, under the floor {floor:g}%")
     if why:
         reason = f"{test} {_num(value)} {unit} is {' and '.join(why)}{context(r)}"
-        gpu.flagged.append({"test": test, "value": value, "median": centre, "ratio": ratio, "reason": reason})
+        entry = {"test": test, "value": value, "median": centre, "ratio": ratio, "reason": reason}
+        cause = held_down(r, at_clock)
+        if cause:
+            entry.update(cause=cause[0], reason=f"{reason}; {cause[1]}")
+        gpu.flagged.append(entry)
+
+
+def held_down(r: dict, group_at_clock: float | None) -> tuple[str, str] | None:
+    """(power | thermal | clock, why) where a slow result's own limit verdict says its clock was
+    held down and, at the clock it ran, it keeps pace with its group (% of the peak at the
+    measured clock within AT_CLOCK_PCT points of the group's median): the GPU's power or cooling,
+    not its silicon."""
+    by = (r.get("limit") or {}).get("by") if isinstance(r.get("limit"), dict) else None
+    mine = _number(r.get("pct_of_clock_peak"))
+    if by not in ("power", "thermal", "clock") or mine is None or group_at_clock is None:
+        return None
+    if group_at_clock - mine > AT_CLOCK_PCT:
+        return None
+    return by, (f"held down by {by}: at the clock it ran it reaches {mine:.1f}% of the peak, the group"
+                f" {group_at_clock:.1f}%: its {'power supply or limit' if by == 'power' else 'cooling' if by == 'thermal' else 'clock'},"
+                f" not its silicon")
 
 
 def _regression(model, backend, test, unit, now: float, before: float, lower: bool, threshold_pct) -> list[dict]:
