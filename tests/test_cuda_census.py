@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from peakbench import kernels
+from peakbench.kernels import atomic as kernels_atomic
 from peakbench.kernels import sfu as kernels_sfu
 from peakbench.evidence import listing
 from peakbench.catalog import default_catalog
@@ -236,9 +237,8 @@ def test_each_stream_moves_the_bytes_the_catalog_counts(tmp_path, name, layout):
     from peakbench.workloads.stream import LAYOUTS, MODES
     test = CATALOG.get(name)
     variant = next(v for v in test.variants if v.name == layout)
-    binary = cubin(tmp_path, {"MODE": MODES[test.dtype], "UNROLL": variant.unroll, "LAYOUT": LAYOUTS[layout]},
-                   SOURCE.with_name("mem.cu"))
-    census = sass.memory_census(listing.function(sass.disassemble(binary), "stream"))
+    census = sass.memory_census(listing_of(tmp_path, "mem.cu", {"MODE": MODES[test.dtype], "UNROLL": variant.unroll,
+                                                                 "LAYOUT": LAYOUTS[layout]}, "stream"))
     problem, evidence = guards.moved(test, variant, census, variant.unroll)
     assert problem is None, problem
     assert evidence["bytes_loaded"] == 16 * variant.unroll * test.reads
@@ -250,9 +250,15 @@ def test_each_stream_moves_the_bytes_the_catalog_counts(tmp_path, name, layout):
 
 
 # -- the atomics and special functions in SASS --------------------------------------------------
-ATOMICS = [(t.name, v.name) for t in CATALOG.tests if t.family == "atomic" for v in t.variants
-           if not (t.space == "shared" and v.name == "f32")]         # a CAS loop on NVIDIA: left out
+# the variants the CUDA backend offers (a shared-memory f32 add is a CAS loop on NVIDIA: left out)
+ATOMICS = [(t.name, v.name) for t in CATALOG.tests if t.family == "atomic"
+           for v in kernels_atomic.variants(t, CUDA_RT)]
 SPECIALS = [(t.name, v.name) for t in CATALOG.tests if t.family == "sfu" for v in t.variants]
+
+
+def listing_of(tmp_path, source: str, defines: dict, entry: str) -> str:
+    """The SASS of one kernel of a shaders/ source, built by nvcc for sm_90a with `defines`."""
+    return listing.function(sass.disassemble(cubin(tmp_path, defines, SOURCE.with_name(source))), entry)
 
 
 @needs_tools
@@ -261,8 +267,8 @@ def test_each_atomic_loop_holds_the_adds_the_catalog_counts(tmp_path, name, vari
     from peakbench.workloads import atomic
     test = CATALOG.get(name)
     variant = next(v for v in test.variants if v.name == variant_name)
-    binary = cubin(tmp_path, atomic.defines(test, variant, 32, 256), SOURCE.with_name("atomic.cu"))
-    census = sass.operation_census(listing.function(sass.disassemble(binary), "atomic"), "atomic")
+    census = sass.operation_census(listing_of(tmp_path, "atomic.cu", atomic.defines(test, variant, 32, 256), "atomic"),
+                                   "atomic")
     problem, evidence = guards.work(test, variant, census, variant.unroll)
     assert problem is None, problem
     assert all(op.startswith(("RED", "ATOMS.ADD")) for op in census.ops), census.ops
@@ -278,8 +284,8 @@ def test_a_shared_float_add_is_found_to_be_a_compare_and_swap_loop(tmp_path):
     from peakbench.workloads import atomic
     test = CATALOG.get("atomic.shared_add")
     variant = next(v for v in test.variants if v.name == "f32")
-    binary = cubin(tmp_path, atomic.defines(test, variant, 32, 256), SOURCE.with_name("atomic.cu"))
-    census = sass.operation_census(listing.function(sass.disassemble(binary), "atomic"), "atomic")
+    census = sass.operation_census(listing_of(tmp_path, "atomic.cu", atomic.defines(test, variant, 32, 256), "atomic"),
+                                   "atomic")
     assert "compare-and-swap" in census.forms
     assert atomic.emulated(test, "f32", census).startswith("[hardware] the compiler makes the f32 atomic add in"
                                                            " shared memory a compare-and-swap loop")
@@ -292,9 +298,8 @@ def test_each_special_function_loop_holds_one_mufu_a_result(tmp_path, name, vari
     test = CATALOG.get(name)
     variant = next(v for v in test.variants if v.name == variant_name)
     acc = variant.accumulators or test.accumulators
-    binary = cubin(tmp_path, {**sfu.defines(test.function), "ACC": acc, "UNROLL": variant.unroll, "SEEDS": sfu.SEEDS},
-                   SOURCE.with_name("sfu.cu"))
-    census = sass.operation_census(listing.function(sass.disassemble(binary), "sfu"), "special")
+    defines = {**sfu.defines(test.function), "ACC": acc, "UNROLL": variant.unroll, "SEEDS": sfu.SEEDS}
+    census = sass.operation_census(listing_of(tmp_path, "sfu.cu", defines, "sfu"), "special")
     problem, _ = guards.work(test, variant, census, variant.unroll * acc)
     assert problem is None, problem
     assert list(census.ops) == [kernels_sfu.INSTRUCTION["cuda"][test.function]], census.ops
@@ -342,8 +347,8 @@ def test_each_tensor_loop_holds_the_catalogs_steps_in_its_types(tmp_path, dtype,
                 and matrix_catalog.is_sparse(t) == form.sparse)
     variant = tensor.variant_of(form)
     acc = variant.accumulators or test.accumulators
-    binary = cubin(tmp_path, tensor.defines(form, variant, acc), SOURCE.with_name(form.source))
-    census = sass.tensor_census(listing.function(sass.disassemble(binary), tensor.kernel_name(form)))
+    census = sass.tensor_census(listing_of(tmp_path, form.source, tensor.defines(form, variant, acc),
+                                           tensor.kernel_name(form)))
     assert guards.types(test, variant, census)[0] is None, census
     problem, evidence = guards.work(test, variant, census, variant.unroll * acc)
     assert problem is None, problem

@@ -144,12 +144,17 @@ def installed() -> bool:
     return any(tool(name) for name in ("cuobjdump", "nvdisasm"))
 
 
+def unlisted(source: str) -> LoopCensus:
+    """The census of a kernel with no listing, and why there is none."""
+    why = "the disassembler gave no listing of this kernel" if installed() else NO_DISASSEMBLER
+    return LoopCensus({}, 0, frozenset(), source, why)
+
+
 def loop_census(listing: str | None, source: str = "SASS") -> LoopCensus:
     """The census of a SASS listing's main loop (its largest innermost loop), or a note saying why
     there is none."""
     if not listing:
-        why = "the disassembler gave no listing of this kernel" if installed() else NO_DISASSEMBLER
-        return LoopCensus({}, 0, frozenset(), source, why)
+        return unlisted(source)
     body = loop_body(with_addresses(listing))
     if not body:
         return LoopCensus({}, 0, frozenset(), source, "no loop in the SASS")
@@ -185,8 +190,7 @@ def memory_census(listing: str | None, source: str = "SASS") -> LoopCensus:
     census is ("LDG.E.128 (load, 16 B)"), work their bytes: for the memory streams' work guard."""
     from peakbench.evidence.spirv import access, accessed
     if not listing:
-        why = "the disassembler gave no listing of this kernel" if installed() else NO_DISASSEMBLER
-        return LoopCensus({}, 0, frozenset(), source, why)
+        return unlisted(source)
     addressed = with_addresses(listing)
 
     def moved(text: str) -> dict[str, int]:
@@ -220,8 +224,7 @@ def operation_census(listing: str | None, kind: str, source: str = "SASS") -> Lo
     which one runs (NVIDIA's Vulkan driver 580: 16 MATCH.ALL.U64 and 32 REDG a 16-step loop): its
     steps are its MATCH instructions."""
     if not listing:
-        why = "the disassembler gave no listing of this kernel" if installed() else NO_DISASSEMBLER
-        return LoopCensus({}, 0, frozenset(), source, why)
+        return unlisted(source)
     families = ATOMIC if kind == "atomic" else SPECIAL
     addressed = with_addresses(listing)
 
@@ -276,8 +279,7 @@ def tensor_census(listing: str | None, source: str = "SASS") -> LoopCensus:
     instruction once), in the operand types its modifiers name: for the matrix tests' work and
     types guards."""
     if not listing:
-        why = "the disassembler gave no listing of this kernel" if installed() else NO_DISASSEMBLER
-        return LoopCensus({}, 0, frozenset(), source, why)
+        return unlisted(source)
 
     def found(text: str) -> dict[str, int]:
         return dict(Counter(op for op in opcodes(text) if _TENSOR.match(op)))
@@ -295,8 +297,7 @@ def pieces_census(listing: str | None, source: str = "SASS") -> LoopCensus:
     IMAD.WIDE.U32 (the low words' product plus the 64-bit addend) beside 2 IMAD and an IADD3 for
     the high word, so the innermost loop's IMAD.WIDE.U32 are its steps, 2 ops a lane each."""
     if not listing:
-        why = "the disassembler gave no listing of this kernel" if installed() else NO_DISASSEMBLER
-        return LoopCensus({}, 0, frozenset(), source, why)
+        return unlisted(source)
     anchor = "IMAD.WIDE.U32"
     loop = next((body for body in innermost(with_addresses(listing)) if anchor in opcodes(body)), "")
     n = opcodes(loop).count(anchor)

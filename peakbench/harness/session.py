@@ -409,7 +409,6 @@ class Session:
                 self.progress(f"plot: no chart in {plot}: no result has a size sweep or a GPU-to-GPU matrix"
                               f"{' (--quick takes no sweeps)' if self.base.get('options', {}).get('quick') else ''}")
 
-        steps = [("tables", print_tables)]
         def keep_history():
             from peakbench.report import history
             for path in history.keep(doc, self.base["options"]["history"]):
@@ -419,6 +418,7 @@ class Session:
             from peakbench.report import prometheus
             outputs["--prometheus"].write(prometheus.text(docs, (doc.get("host") or {}).get("hostname", "")))
 
+        steps = [("tables", print_tables)]
         files = {"--json": lambda: save_json(outputs["--json"], doc),
                  "--csv": lambda: outputs["--csv"].write(render.csv_text(docs)), "--markdown": markdown,
                  "--prometheus": prometheus_text}

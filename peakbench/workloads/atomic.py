@@ -93,7 +93,7 @@ def emulated(test, dtype: str, census) -> str | None:
             f" loop ({census.source}: {', '.join(census.ops) or 'its retry loop'}): no native add to measure")
 
 
-def combined(test, census, threads_per_address: int, warp: int) -> int:
+def combined(census, threads_per_address: int, warp: int) -> int:
     """How many adds one hardware atomic carries: the threads of a warp that share an address
     where the compiler aggregates them, else 1."""
     if census is None or "aggregated" not in census.forms:
@@ -129,7 +129,7 @@ class AtomicWorkload(Workload):
         refused = emulated(test, self.dtype, self.census)
         if refused:
             raise Unsupported(refused)
-        self.combined = combined(test, self.census, self.threads // self.words, self.warp)
+        self.combined = combined(self.census, self.threads // self.words, self.warp)
         if self.combined > 1:
             self.name = f"{variant.name}-aggregated"
             self.params["aggregated"] = (f"the compiler sums each warp's {self.combined} adds to one address"
