@@ -48,8 +48,10 @@ class LaunchWorkload(Workload):
         self.params = dict(params)
         self.evidence = {}
 
-    def host_times(self, count: int) -> list[float]:
-        return self.rt.launch_times(self.kernel, count)
+    def host_times(self, count: int, kernel=None, args: tuple = ()) -> list[float]:
+        """Host times of `count` launches of the empty kernel (the runner's), or of `kernel` with
+        `args`: the completion check times its spin through this same path."""
+        return self.rt.launch_times(kernel or self.kernel, count, args)
 
     def after_timing(self, size: int) -> tuple[str | None, str]:
         rt, n = self.rt, 1 << 10
@@ -62,7 +64,7 @@ class LaunchWorkload(Workload):
         if gpu < SPIN_LEAST_S:
             return None, f"not checked: {n} steps of the completion check's kernel ran {gpu * 1e3:.3g} ms"
         rt.fill(self.out, 0)
-        host = min(rt.launch_times(self.spin, SPIN_LAUNCHES, [self.out, np.uint32(n)]))
+        host = min(self.host_times(SPIN_LAUNCHES, self.spin, (self.out, np.uint32(n))))
         got = int(np.frombuffer(rt.download(self.out), np.uint32)[0])
         gpu = min(gpu, rt.launch(self.spin, 1, [self.out, np.uint32(n)]))
         text = (f"a launch of {n} steps the GPU timer reads {gpu * 1e3:.3g} ms took {host * 1e3:.3g} ms"
