@@ -96,6 +96,11 @@ class Runtime(Protocol):
         parameters, one letter each: b a buffer, u a 32-bit scalar (Vulkan lays out its
         bindings and push constants from it); `label` names it in driver dumps."""
 
+    def prefetch(self, source: str, defines: dict, entry: str = "main", block: int = 1, args: str = "",
+                 label: str = "") -> None:
+        """Optional: compile() into the cache only, from any thread, so a later compile() of the
+        same finds it (harness/ahead.py)."""
+
     def alloc(self, nbytes: int): ...
     def free(self, buf) -> None: ...
     def upload(self, buf, data) -> None:
@@ -159,6 +164,18 @@ class CompiledModules:
                 label: str = "") -> Kernel:
         from peakbench.sources import SHADERS
         return self.compile_text((SHADERS / source).read_text(), defines, entry, block)
+
+    def prefetch(self, source: str, defines: dict, entry: str = "main", block: int = 1, args: str = "",
+                 label: str = "") -> None:
+        """What compile() would make, made into the cache only (no module is loaded): the code
+        object and its listing. Safe on any thread (harness/ahead.py runs many at once)."""
+        from peakbench.sources import SHADERS
+        parts, _ = self.code_object((SHADERS / source).read_text(), defines, entry)
+        self.listing_of(parts[0])
+
+    def listing_of(self, binary: bytes) -> str | None:
+        """The code object's disassembly, where this runtime keeps one in the cache."""
+        return None
 
     def launch_times(self, kernel: Kernel, count: int, args: Sequence = ()) -> list[float]:
         out = []

@@ -17,6 +17,9 @@ is declared here, with defaults, and read by the runner, never probed:
     loop_items      the items one invocation does per loop iteration, for the work guard
     after_timing(size)  (problem, evidence) of the output the timed launches left, at the
                     measured size (the measured guard); "not checked: <why>" where it cannot
+    burst           True: the rate of the first launches after calibration is kept beside the
+                    sustained value (evidence.burst), for work a power cap holds down after a
+                    second or two (GEMM, matrix units), as GEMM benchmarks time a few products
 """
 from __future__ import annotations
 
@@ -43,6 +46,7 @@ class Workload:
     name: str = ""
     timing: str = "gpu"
     census = False
+    burst = False
     loop_items: int | None = None
     params: dict
     evidence: dict

@@ -239,3 +239,28 @@ def test_measure_on_without_shared_warm_ups_continues_the_tests_own_load(clock):
     clock.advance(0.01)
     runner.measure_on(load, fresh, 1.0, "TOPS", settings, lambda: None)
     assert len(first.sizes) > 100 and len(second.sizes) < 20 and len(fresh.sizes) > 100
+
+
+class Capped(FakeWorkload):
+    """A GEMM under a power cap: full rate for its first second of load, 0.8x after."""
+    burst = True
+
+    def seconds(self, size: int) -> float:
+        t = self.clock() - self.began
+        return size * self.seconds_per_unit * (1.0 if t < 1.0 else 1.25)
+
+
+def test_a_burst_keeps_the_first_launches_rate_beside_the_capped_sustained_one(clock):
+    w = Capped(seconds_per_unit=1e-6, clock=clock)
+    w.began = clock()
+    settings = Settings(sample_s=0.01, warmup_s=1.5, min_samples=5, max_samples=8, settle=0.005, budget_s=10.0)
+    v = measure(w, 1, "TFLOPS", settings, clock(), clock=lambda: 1755.0)
+    burst = v.evidence["burst"]
+    assert burst["value"] == pytest.approx(w.rate(), rel=1e-3)              # the first launches: full rate
+    assert v.summary.median == pytest.approx(w.rate() / 1.25, rel=1e-3)      # sustained: the cap's
+    assert burst["launches"] == runner.BURST_LAUNCHES and burst["clock_mhz"] == 1755
+    assert burst["load_before_s"] < 0.1
+
+
+def test_no_burst_where_the_workload_does_not_ask(clock):
+    assert "burst" not in run_measure(FakeWorkload(clock=clock), clock).evidence

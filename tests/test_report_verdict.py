@@ -26,6 +26,9 @@ def throttled(*reasons) -> dict:
     (ok("memory.read", 4731.0, "GB/s", pct_of_spec=98.6, spec_value=4800), "silicon", "99% of the spec's 4800 GB/s"),
     (ok("matrix.fp16.fp32", 865.9, clock_mhz=1785, pct_of_clock_peak=89.7, telemetry=throttled("sw_power_cap")),
      "power", "90% of the peak at the measured 1785 MHz of the 1980 MHz boost; throttle: sw_power_cap"),
+    (ok("gemm.bf16.fp32", 673.6, clock_mhz=1470, pct_of_clock_peak=87.0, telemetry=throttled("sw_power_cap"),
+        evidence={"burst": {"value": 781.2, "clock_mhz": 1755, "launches": 10, "seconds": 0.1, "load_before_s": 0.05}}),
+     "power", "throttle: sw_power_cap; the first 10 launches ran 781.2 TFLOPS at 1755 MHz"),
     (ok("compute.fp64", 30.1, clock_mhz=1700, pct_of_clock_peak=99.0, telemetry=throttled("hw_thermal")),
      "thermal", "throttle: hw_thermal"),
     (ok("compute.fp64", 30.1, clock_mhz=1700, pct_of_clock_peak=99.0), "clock", "no throttle named"),
@@ -103,6 +106,25 @@ def test_a_slower_backend_with_the_same_loop_is_our_kernel_and_an_extra_step_ins
     assert runs[0]["results"][0]["limit"]["by"] == "driver"
 
 
+def test_a_chase_that_must_load_indices_is_its_api():
+    # the H200's shared chase: Vulkan's loop scales each loaded index (SPIR-V has no byte address of
+    # Workgroup memory), CUDA's loads the address itself; nvcc's index chase scales it the same way
+    vulkan = ok("latency.shared", 14.65, "ns", clock_mhz=1980, params={"cycles": 29.0, "hop": "index"},
+                evidence={"sass": {"loop_mix": {"LDS": 256, "IMAD.SHL.U32": 141, "SHF.L.U32": 115}}})
+    cuda = ok("latency.shared", 11.72, "ns", clock_mhz=1980, params={"cycles": 23.1, "hop": "address"},
+              evidence={"loop_mix": {"LDS": 256}})
+    runs = runs_of(vulkan, cuda)
+    verdict.refine(runs)
+    slow = runs[0]["results"][0]["limit"]
+    assert slow["by"] == "api" and "loads an index and scales it into an address each hop" in slow["why"], slow
+    assert "256 LDS + 141 IMAD + 115 SHF" in slow["why"] and slow["evidence"]["hop"] == "index"
+    assert runs[1]["results"][0]["limit"]["by"] == "silicon"
+    # two chases of addresses: the loops decide, as for any test
+    runs = runs_of({**vulkan, "params": {"hop": "address"}}, cuda)
+    verdict.refine(runs)
+    assert runs[0]["results"][0]["limit"]["by"] == "kernel"
+
+
 def test_noise_keeps_a_verdict_and_a_throttle_keeps_its_cause():
     a = ok("memory.read", 4731.0, "GB/s", pct_of_spec=98.6, spec_value=4800, stats={"min": 4700.0, "max": 4760.0})
     b = ok("memory.read", 4719.0, "GB/s", pct_of_spec=98.3, spec_value=4800, stats={"min": 4690.0, "max": 4740.0})
@@ -134,5 +156,6 @@ def test_for_times_lower_is_faster():
 
 
 def test_every_by_is_reached_here():
-    # the list above: silicon, power, thermal, clock, host, unknown, link, driver, kernel
-    assert set(verdict.BY) == {"silicon", "clock", "power", "thermal", "driver", "kernel", "link", "host", "unknown"}
+    # the list above: silicon, power, thermal, clock, host, unknown, link, api, driver, kernel
+    assert set(verdict.BY) == {"silicon", "clock", "power", "thermal", "api", "driver", "kernel", "link", "host",
+                               "unknown"}

@@ -246,7 +246,9 @@ def test_the_hip_path_runs_each_kernel_as_its_contract_says(rt, name, entry):
     try:
         assert w.verify() is None
         launch = [x for x in rt.fake.launches if x["function"] == entry][-1]
-        groups = 1 if name == "latency.shared" else 2 * rt.limits.units      # a resident grid: 2 a CU
+        # the shared read's grid is resident (2 a CU); the L2 read's keeps more loads in flight
+        groups = {"latency.shared": 1, "memory.shared": 2 * rt.limits.units,
+                  "memory.l2": onchip.L2_BLOCKS_PER_UNIT * rt.limits.units}[name]
         assert launch["grid"][0] == groups and launch["block"][0] == onchip.BLOCK
         assert "-DSUMS" in " ".join(launch["options"]) or name == "latency.shared"
         assert w.params["path"] == kernels.onchip.__dict__[{"memory.shared": "SHARED_PATH", "latency.shared": "CHASE_PATH",

@@ -61,8 +61,8 @@ TESTS = (
          ("bf16",)),
     _alu("compute.int32", "TOPS", "fma", "int32", [fma(1, 64), fma(4, 16)], "INT32 multiply-add", ("i32",)),
     _alu("compute.int64", "TOPS", "fma", "int64", [fma(1, 64), fma(2, 32)],
-         "INT64 multiply-add, wrapping (2 ops per multiply-add, as INT32; emulated in 32-bit "
-         "steps where the ALU has no 64-bit multiplier)", ("i64",), pieces=True,
+         "INT64 multiply-add, wrapping, every bit of both factors live (2 ops per multiply-add, as INT32;"
+         " emulated in 32-bit steps where the ALU has no 64-bit multiplier)", ("i64",), pieces=True,
          bound_from=("compute.int32", 1, "a 64-bit multiply-add takes at least one 32-bit multiply-add instruction")),
     _alu("compute.int16", "TOPS", "fma", "int16", [fma(1, 64), fma(2, 32)], "INT16 multiply-add", ("i16",),
          widened=("i32",),

@@ -70,16 +70,24 @@ class CudaRuntime(CompiledModules):
         self._start, self._end = cp.cuda.Event(), cp.cuda.Event()
 
     # Compilation -------------------------------------------------------------------------------
-    def compile_text(self, source: str, defines: dict, kernel: str, block: int = 1) -> Kernel:
-        """NVRTC's cubin for the source, or the one cached for the same source, options, kernel and
-        NVRTC version (the headers of the include folders are taken as fixed by that version)."""
+    def code_object(self, source: str, defines: dict, kernel: str) -> tuple[list[bytes], bool]:
+        """NVRTC's [cubin, PTX, log] for the source, or those cached for the same source, options,
+        kernel and NVRTC version (the headers of the include folders are taken as fixed by that
+        version); and whether they came from the cache."""
         options = [f"-arch={self.arch}", "--std=c++17", *(f"-I{d}" for d in include_dirs()),
                    *(f"-D{k}={v}" for k, v in defines.items())]
         if _nvrtc_version() >= (12, 4):
             options.append("-pch")     # parse cuda_fp16.h and friends once per process, not per kernel
         key = cache.key(source, "\0".join(options), kernel, repr(_nvrtc_version()))
         make = functools.partial(self._nvrtc, source, options, kernel)
-        (binary, ptx, log), cached = cache.remember("cubin", key, make, kernel)
+        return cache.remember("cubin", key, make, kernel)
+
+    def listing_of(self, binary: bytes) -> str | None:
+        return sass.disassemble(binary)
+
+    def compile_text(self, source: str, defines: dict, kernel: str, block: int = 1) -> Kernel:
+        """The cubin of code_object, loaded."""
+        (binary, ptx, log), cached = self.code_object(source, defines, kernel)
         module = cp.cuda.function.Module()
         module.load(binary)
         self._modules.append(module)
@@ -152,8 +160,11 @@ class CudaRuntime(CompiledModules):
         return memoryview(cp.asnumpy(buf[:n]))
 
     def fill(self, buf, byte: int) -> None:
-        buf.fill(byte & 0xFF)
-        cp.cuda.Device().synchronize()
+        # cudaMemset, not ndarray.fill: CuPy compiles an elementwise kernel for any byte but zero,
+        # a second of NVRTC in a cold run
+        with self.device:
+            cp.cuda.runtime.memsetAsync(buf.data.ptr, byte & 0xFF, buf.nbytes, self.stream.ptr)
+            self.stream.synchronize()
 
     # Launches ----------------------------------------------------------------------------------
     def _call(self, kernel: Kernel, grid, args, shared_bytes):

@@ -1,8 +1,7 @@
 """Host transfers on CUDA: cudaMemcpyAsync through the copy engines, on the runtime's stream and,
 for both directions at once, a second one (the workload is peakbench/workloads/transfer.py).
 
-`pinned` host memory is page-locked (cupy.cuda.alloc_pinned_memory), the copies timed between
-CUDA events. `pageable` is a numpy array: the driver stages it through its own pinned buffers on
+`pinned` host memory is page-locked (cudaHostAlloc), the copies timed between CUDA events. `pageable` is a numpy array: the driver stages it through its own pinned buffers on
 the CPU, so those copies are timed on the host, from the first call to the streams' completion.
 `mapped` (transfer.h2d) is page-locked memory mapped into the device's address space
 (cudaHostAllocMapped), read by the stream kernel: with unified addressing its host pointer is
@@ -21,6 +20,10 @@ from peakbench.workloads.transfer import HostBuffer, MappedReadWorkload, Runtime
 
 # cudaMemcpyKind and cudaHostAlloc flags (CUDA Runtime API, driver_types.h)
 KIND = {"h2d": 1, "d2h": 2}
+# Page-locked memory of this context alone (cudaHostAllocDefault), not CuPy's pool's portable
+# kind: both ways at once read 99.6-100.1 GB/s (the least of five 98.4) where the portable kind
+# read 95.1-98.2 (94.1), one way the same 55.2-55.4 (PERFORMANCE_ANALYSIS.md, "Ahead of the peers").
+HOST_ALLOC_DEFAULT = 0
 HOST_ALLOC_MAPPED = 2
 
 
@@ -45,9 +48,10 @@ class CudaLink(RuntimeBuffers):
 
     def host(self, nbytes: int, kind: str) -> HostBuffer:
         if kind == "pinned":
-            memory = cp.cuda.alloc_pinned_memory(nbytes)
-            view = np.frombuffer(memory, np.uint8, nbytes)
-            return HostBuffer(memory, view, kind, {"ptr": memory.ptr})
+            with self.rt.device:
+                ptr = cp.cuda.runtime.hostAlloc(nbytes, HOST_ALLOC_DEFAULT)
+            view = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr))
+            return HostBuffer(ptr, view, kind, {"ptr": ptr})
         array = np.zeros(nbytes, np.uint8)
         return HostBuffer(array, array, kind, {"ptr": array.ctypes.data})
 
@@ -62,9 +66,8 @@ class CudaLink(RuntimeBuffers):
         if isinstance(buf, HostBuffer):
             handle, buf.array, buf.handle = buf.handle, None, None
             buf.extra.clear()
-            if buf.kind == "mapped":
+            if buf.kind in ("mapped", "pinned"):
                 cp.cuda.runtime.freeHost(handle)
-            # pinned memory returns to CuPy's pool with its last reference
         else:
             self.rt.free(buf)
 
@@ -99,7 +102,7 @@ class CudaLink(RuntimeBuffers):
             return cp.cuda.get_elapsed_time(self.start, self.end) / 1e3
 
     def describe(self, kind: str) -> dict:
-        host = {"pinned": "page-locked host memory (cupy.cuda.alloc_pinned_memory)",
+        host = {"pinned": "page-locked host memory (cudaHostAlloc, cudaHostAllocDefault)",
                 "pageable": "numpy (pageable) memory, staged by the driver",
                 "mapped": "page-locked host memory mapped for the device (cudaHostAlloc, cudaHostAllocMapped)"}[kind]
         return {"host_memory": host, "engine": "cudaMemcpyAsync (copy engines)",

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from peakbench.harness.stats import Summary, median, stdrel, summarize
+from peakbench.harness.stats import Summary, median, round_significant, stdrel, summarize
 from peakbench.workload import Sweep
 
 SCALE = {"TFLOPS": 1e12, "TOPS": 1e12, "GOPS": 1e9, "GB/s": 1e9}     # work per second in the unit
@@ -101,6 +101,9 @@ def screening_variants(test, offered: tuple) -> tuple:
 
 UNCHECKED_GAP_S = 0.5  # the longest gap a load is shared over where no clock reading can check it
 CLOCK_HOLD = 0.03     # a shared warm-up holds while the clock is within this of the last test's
+# A burst (Workload.burst): the first launches after calibration, before the power cap bites, as
+# torch's and cuBLAS's GEMM benchmarks time ten products after a short warm-up.
+BURST_LAUNCHES = 10
 REWARM_CHECK_S = 0.05  # a warm-up again reads the clock this often...
 CLOCK_STILL = 0.01     # ...and ends where it stays within this of one reading (15 MHz at 1980 MHz is 0.8%)
 STILL_READINGS = 2     # ...for this many readings after it (a clock climbing a step per reading goes on)
@@ -220,6 +223,7 @@ def measure(workload, per_item: float, unit: str, settings: Settings, started: f
     (see hold)."""
     own = time.perf_counter()
     size, _ = calibrate(workload.run, settings)
+    burst = take_burst(workload, size, per_item, unit, clock, started) if workload.burst else None
     while time.perf_counter() - started < settings.warmup_s or time.perf_counter() - own < settings.own_warmup_s:
         workload.run(size)
     warm_up = hold(workload, size, settings, clock, held_mhz) if held_mhz else None
@@ -239,10 +243,22 @@ def measure(workload, per_item: float, unit: str, settings: Settings, started: f
         if len(rates) >= settings.min_samples and stdrel(rates) < settings.settle:
             break
     read = [c for c in clocks if c]
-    evidence = {**workload.evidence, **({"warm_up": warm_up} if warm_up else {})}
+    evidence = {**workload.evidence, **({"warm_up": warm_up} if warm_up else {}), **({"burst": burst} if burst else {})}
     return VariantResult(workload.name, size, summarize(rates),
                          median(read) if read else None, dict(workload.params),
                          evidence, rates, timing, (t0, time.perf_counter()), times, clocks)
+
+
+def take_burst(workload, size: int, per_item: float, unit: str, clock: Callable[[], float | None],
+               started: float) -> dict:
+    """The median rate of BURST_LAUNCHES launches right after calibration, the clock read after
+    them, and how long the device's load had run when they began."""
+    t0 = time.perf_counter()
+    rates = [rate(workload.items(size), workload.run(size), per_item, unit) for _ in range(BURST_LAUNCHES)]
+    mhz = clock()
+    return {"value": round_significant(median(rates), 4), "clock_mhz": round(mhz) if mhz else None,
+            "launches": BURST_LAUNCHES, "seconds": round(time.perf_counter() - t0, 3),
+            "load_before_s": round(max(0.0, t0 - started), 3)}
 
 
 class Failed(Exception):

@@ -20,6 +20,7 @@ from peakbench.catalog.descriptors import MemoryTest
 from peakbench import telemetry
 from peakbench.harness import guards
 from peakbench.harness import runner, stability
+from peakbench.harness.ahead import compile_ahead
 from peakbench.harness.runner import Load, Settings, VariantResult
 from peakbench.harness.stats import round_significant
 from peakbench.report import compare, render, verdict
@@ -355,6 +356,13 @@ class Session:
         sampler, load = Sampler.for_device(info), Load()
         began = time.perf_counter()
         try:
+            try:                    # only saves time: the tests compile what it did not
+                made = compile_ahead(device, tests, settings, spec)
+            except Exception as e:
+                made = None
+                progress(f"[{backend.name}:{index}] compiling ahead stopped: {describe(e)}")
+            if made:
+                progress(f"[{backend.name}:{index}] {made.describe()}")
             for test in tests:
                 progress(f"[{backend.name}:{index}] {test.name} ...")
                 result = run_test(device, test, settings, progress, spec, sampler, load)

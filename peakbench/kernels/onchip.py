@@ -21,5 +21,5 @@ def workload(test, variant, rt):
     d = rt.dialect
     return onchip.workload(test, variant, rt,
                            onchip.OnchipKernel("onchip.cu", "shared_read", SHARED_PATH[d]),
-                           ChaseKernel("onchip.cu", "shared_chase", clock_word=2, path=CHASE_PATH[d]),
+                           ChaseKernel("onchip.cu", "shared_chase", clock_word=2, path=CHASE_PATH[d], pointer=True),
                            onchip.OnchipKernel("onchip.cu", "l2_read", L2_PATH[d]))

@@ -9,6 +9,8 @@ A limit is {"by": one of BY, "why": one sentence, "evidence": {...}}:
   clock     the peak at the measured clock is met, and the clock is low with no throttle named
   power     the clock is low (or the rate short) under a power throttle
   thermal   ... under a thermal throttle
+  api       another backend on this GPU does the same work with less: what this API can express
+            costs the difference (a shared chase that must load indices, not addresses)
   driver    another backend on this GPU runs a faster loop: the machine code differs
   kernel    another backend on this GPU does better with the same code, or none to tell: our path
   link      a host or GPU link below its maximum generation or width
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-BY = ("silicon", "clock", "power", "thermal", "driver", "kernel", "link", "host", "unknown")
+BY = ("silicon", "clock", "power", "thermal", "api", "driver", "kernel", "link", "host", "unknown")
 SILICON = 0.85          # a rate within 15% of its peak: wgmma reaches 88-92% of the dense spec
 CLOCK_LOW = 0.97        # a clock under this share of the boost clock is a low clock
 SAME = 0.01             # two medians within 1% and overlapping samples are the same
@@ -84,6 +86,11 @@ def limit(r: dict, spec: dict | None = None, health: dict | None = None) -> dict
         if low and (share >= SILICON or cause):
             by = cause or "clock"
             named = f"; throttle: {', '.join(reasons)}" if reasons else "; no throttle named"
+            burst = evidence.get("burst") if isinstance(evidence.get("burst"), dict) else None
+            if burst and _num(burst.get("value")):       # the rate before the cap bit (runner.take_burst)
+                at = f" at {burst['clock_mhz']} MHz" if burst.get("clock_mhz") else ""
+                named += f"; the first {burst.get('launches')} launches ran {burst['value']} {unit}{at}"
+                evidence_["burst"] = burst
             return _verdict(by, f"{share:.0%} of the {peak} at the measured {clock_text}{named}", evidence_)
         if share >= SILICON:
             return _verdict("silicon", f"{share:.0%} of the per-clock {peak} at {clock_text}", evidence_)
@@ -234,6 +241,13 @@ def _refine_test(entries: list[tuple[str, dict]]) -> None:
         if held in ("power", "thermal", "clock", "host", "link"):
             r["limit"] = {**r["limit"], "evidence": {**r["limit"].get("evidence", {}), **evidence},
                           "why": r["limit"]["why"] + f"; {best_backend} reads {best['value']} {best['unit']} on this GPU"}
+            continue
+        hop, their_hop = (r.get("params") or {}).get("hop"), (best.get("params") or {}).get("hop")
+        if hop == "index" and their_hop == "address":
+            r["limit"] = _verdict("api", f"{backend}'s chase loads an index and scales it into an address each hop"
+                                         f" ({_shown(mine)}), where {best_backend}'s loads the address itself: its"
+                                         f" API addresses shared memory by element only ({ratio:.2f}x of its"
+                                         f" {best['value']} {best['unit']})", {**evidence, "hop": hop})
             continue
         if mine and theirs and signature(mine) != signature(theirs):
             r["limit"] = _verdict("driver", f"{backend}'s loop runs {_shown(mine)} where {best_backend}'s runs"

@@ -148,16 +148,26 @@ class HipRuntime(CompiledModules):
         return [f"--offload-arch={self.target}", "-O3", "-std=c++17", *(f"-I{d}" for d in include_dirs()),
                 *(f"-D{k}={v}" for k, v in defines.items())]
 
-    def compile_text(self, source: str, defines: dict, kernel: str, block: int = 1) -> Kernel:
-        """hiprtc's code object for the source, or the one cached for the same source, options
-        (the exact target among them), kernel and hiprtc version."""
+    def code_object(self, source: str, defines: dict, kernel: str) -> tuple[list[bytes], bool]:
+        """hiprtc's [code object, log] for the source, or those cached for the same source, options
+        (the exact target among them), kernel and hiprtc version; and whether they were cached."""
         options = self.compile_options(defines)
         make = functools.partial(self._hiprtc, source, options, kernel)
         if self.compiler_version:
             key = cache.key(source, "\0".join(options), kernel, self.compiler_version)
-            (code, log), cached = cache.remember("hsaco", key, make, kernel)
-        else:
-            (code, log), cached = make(), False                    # no version to key it by: not cached
+            return cache.remember("hsaco", key, make, kernel)
+        return make(), False                    # no version to key it by: not cached
+
+    def prefetch(self, source: str, defines: dict, entry: str = "main", block: int = 1, args: str = "",
+                 label: str = "") -> None:
+        """CompiledModules.prefetch where code objects are cached (hiprtc says its version)."""
+        if self.compiler_version:
+            super().prefetch(source, defines, entry, block, args, label)
+
+    def compile_text(self, source: str, defines: dict, kernel: str, block: int = 1) -> Kernel:
+        """The code object of code_object, loaded."""
+        options = self.compile_options(defines)
+        (code, log), cached = self.code_object(source, defines, kernel)
         module = self.api.call(self.hip.hipModuleLoadData, code)
         self._modules.append(module)
         function = self.api.call(self.hip.hipModuleGetFunction, module, kernel.encode())

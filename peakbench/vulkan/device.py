@@ -89,6 +89,7 @@ class VulkanDevice:
         self._mapped: np.ndarray | None = None     # its bytes, mapped
         self._pipelines: list[Pipeline] = []
         self.command_pool = self.fence = self.query_pool = self.clock = None
+        self.launch_split = None       # where submit_times's time went (RawLaunch)
         self._create_device()
         try:
             self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
@@ -468,9 +469,13 @@ class VulkanDevice:
         return delta * self.caps.timestamp_period_ns * 1e-9
 
     def submit_times(self, p: Pipeline, count: int, push: list[int] = ()) -> list[float]:
-        """Submit-to-fence wall times (s) of one dispatch of one workgroup (the empty one: no
-        bindings, no push constants), recorded once and resubmitted: what a launch costs the
-        host, without command recording in the measurement."""
+        """Submit-to-completion wall times (s) of one dispatch of one workgroup, recorded once and
+        resubmitted: what a launch costs the host, without command recording in the measurement.
+        The loop calls the driver through cffi's raw functions with its structures built once
+        (the bindings' wrappers build and convert them on every call, ~10 us each on lavapipe), and
+        polls the fence with vkGetFenceStatus, as CUDA's synchronize spins. `launch_split` keeps
+        where the time went: the submission call, the wait until the fence reads signaled, one
+        bare driver call, and a blocking vkWaitForFences of the same dispatch for comparison."""
         cmd = vk.vkAllocateCommandBuffers(self.device, vk.VkCommandBufferAllocateInfo(
             commandPool=self.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
         try:
@@ -484,11 +489,18 @@ class VulkanDevice:
                                       ffi.new("uint32_t[]", list(push)))
             vk.vkCmdDispatch(cmd, 1, 1, 1)
             vk.vkEndCommandBuffer(cmd)
-            times = []
+            launch = RawLaunch(self, cmd)
+            times, parts = [], []
             for _ in range(count):
-                t0 = time.perf_counter()
-                self._run(cmd)
-                times.append(time.perf_counter() - t0)
+                total, submit = launch.polled()
+                times.append(total)
+                parts.append(submit)
+            blocking = [launch.blocking() for _ in range(min(count, SPLIT_BLOCKING))]
+            self.launch_split = {
+                "submit_us": _us(parts), "until_signaled_us": _us([t - s for t, s in zip(times, parts)]),
+                "driver_call_us": _us(launch.bare_calls(SPLIT_CALLS)), "blocking_wait_us": _us(blocking),
+                "path": "vkQueueSubmit, then vkGetFenceStatus until signaled (cffi's raw functions,"
+                        " structures built once); blocking_wait_us: vkWaitForFences instead"}
             return times
         finally:
             vk.vkFreeCommandBuffers(self.device, self.command_pool, 1, [cmd])
@@ -535,3 +547,77 @@ class VulkanDevice:
         self.code.close()
         if self.clock:
             self.clock.close()
+
+
+SPLIT_BLOCKING = 50        # blocking waits timed beside the polled launches, for launch_split
+SPLIT_CALLS = 200          # bare driver calls timed for launch_split
+NOT_READY = 1              # VK_NOT_READY: vkGetFenceStatus on an unsignaled fence
+
+
+def _us(seconds: list[float]) -> float | None:
+    if not seconds:
+        return None
+    ordered = sorted(seconds)
+    return round(ordered[len(ordered) // 2] * 1e6, 2)
+
+
+class RawLaunch:
+    """One recorded command buffer submitted through cffi's raw functions (vulkan._vulkan.lib),
+    with its VkSubmitInfo and fence array built once: the fewest host instructions between two
+    launches that Python allows. A lost device or a fence that never signals ends the device's
+    use, as _run does."""
+
+    def __init__(self, dev: "VulkanDevice", cmd):
+        self.dev = dev
+        self.cmds = ffi.new("VkCommandBuffer[1]", [cmd])
+        self.info = ffi.new("VkSubmitInfo*", {"sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1,
+                                              "pCommandBuffers": self.cmds})
+        self.fences = ffi.new("VkFence[1]", [dev.fence])
+
+    def _check(self, code: int, what: str) -> None:
+        if code == vk.VK_ERROR_DEVICE_LOST:
+            self.dev.lost = "VK_ERROR_DEVICE_LOST: the driver lost the device"
+            raise VulkanError(self.dev.lost)
+        if code < 0:
+            raise VulkanError(f"{what} returned {code}")
+
+    def polled(self) -> tuple[float, float]:
+        """(submission to a signaled fence, the submission call alone), in seconds."""
+        dev, lib = self.dev, vk_lib
+        t0 = time.perf_counter()
+        self._check(lib.vkQueueSubmit(dev.queue, 1, self.info, dev.fence), "vkQueueSubmit")
+        t1 = time.perf_counter()
+        status, polls = lib.vkGetFenceStatus(dev.device, dev.fence), 0
+        while status == NOT_READY:
+            status, polls = lib.vkGetFenceStatus(dev.device, dev.fence), polls + 1
+            if not polls % 4096 and time.perf_counter() - t0 > FENCE_TIMEOUT_S:
+                dev.lost = f"the GPU did not finish within {FENCE_TIMEOUT_S:.0f} s (fence timeout); device abandoned"
+                raise VulkanError(dev.lost)
+        t2 = time.perf_counter()
+        self._check(status, "vkGetFenceStatus")
+        lib.vkResetFences(dev.device, 1, self.fences)
+        return t2 - t0, t1 - t0
+
+    def blocking(self) -> float:
+        """Submission to the return of a blocking vkWaitForFences, in seconds."""
+        dev, lib = self.dev, vk_lib
+        t0 = time.perf_counter()
+        self._check(lib.vkQueueSubmit(dev.queue, 1, self.info, dev.fence), "vkQueueSubmit")
+        code = lib.vkWaitForFences(dev.device, 1, self.fences, 1, int(FENCE_TIMEOUT_S * 1e9))
+        t = time.perf_counter() - t0
+        if code == vk.VK_TIMEOUT:
+            dev.lost = f"the GPU did not finish within {FENCE_TIMEOUT_S:.0f} s (fence timeout); device abandoned"
+            raise VulkanError(dev.lost)
+        self._check(code, "vkWaitForFences")
+        lib.vkResetFences(dev.device, 1, self.fences)
+        return t
+
+    def bare_calls(self, count: int) -> list[float]:
+        """Times of one driver call that does no work (vkGetFenceStatus on an unsignaled fence):
+        the cost of crossing from Python into the driver."""
+        dev, lib, out = self.dev, vk_lib, []
+        for _ in range(count):
+            t0 = time.perf_counter()
+            lib.vkGetFenceStatus(dev.device, dev.fence)
+            out.append(time.perf_counter() - t0)
+        return out

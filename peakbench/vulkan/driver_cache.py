@@ -18,7 +18,7 @@ workgroup size and layout takes the record found the first time. Each match is c
 record's workgroup size against the pipeline's, its register count and code size against the
 driver's pipeline executable statistics.
 
-Disassembly costs nvdisasm's start (~0.3 s), so it runs on a worker thread while the pipeline is
+Disassembly costs nvdisasm's start (~0.3 s), so it runs on worker threads while the pipeline is
 measured, and its listing is cached (peakbench/cache.py) for the next run: the `sass` dict of
 evidence() is completed in place when the pipeline is destroyed (the workloads destroy theirs
 before their result is built), or by disassemble().
@@ -45,6 +45,9 @@ PREFIX = "peakbench-nvcache-"
 NVIDIA = 0x10DE
 TOP = 12                          # opcodes kept of the whole stream's mix (the loop's are all kept)
 REGISTER_FLOOR = 16               # the least "Register Count" the driver's statistics report
+# nvdisasm runs at once: each costs ~0.3 s of one core, most of it its start (a cold quick run
+# waited 9.1 s on one worker); half the cores at most, so a measurement keeps the rest.
+DISASSEMBLERS = max(1, min(4, (os.cpu_count() or 2) // 2))
 
 # nvdisasm's architecture by PCI device ID (the cache's container names none); only SM90 (the H200
 # SXM, 0x2335) has been read back and checked:
@@ -222,7 +225,7 @@ class PipelineCode:
             code.sass = {"instruction_mix": {}, "loop_mix": {}, "registers": e.registers, "arch": self.arch,
                          "source": self.source, "cache_record": f"{e.file} #{e.index}"}
             if e.key not in self._listings:
-                self._pool = self._pool or ThreadPoolExecutor(max_workers=1, thread_name_prefix="nvdisasm")
+                self._pool = self._pool or ThreadPoolExecutor(max_workers=DISASSEMBLERS, thread_name_prefix="nvdisasm")
                 self._listings[e.key] = self._pool.submit(_listing, e.code, self.arch)
         return {"sass": code.sass, **({"sass_note": code.note} if code.note else {})}
 

@@ -37,6 +37,13 @@ class VulkanRuntime:
                 label: str = "") -> Kernel:
         return self.load(compile_shader(source, defines), block, args, label or source)
 
+    def prefetch(self, source: str, defines: dict, entry: str = "main", block: int = 1, args: str = "",
+                 label: str = "") -> None:
+        """What compile() makes before the driver: the validated SPIR-V and its census, into the
+        cache, from any thread (harness/ahead.py). The driver's pipeline is made in the run."""
+        from peakbench.evidence.spirv import census
+        census(compile_shader(source, defines))
+
     def load(self, code: bytes, block: int, args: str, label: str) -> Kernel:
         """A pipeline from validated SPIR-V (the matrix modules are rewritten before this). The
         module's census (spirv-opt's unrolling, ~0.2-0.5 s for a 512-step loop) runs on a worker
@@ -120,6 +127,11 @@ class VulkanRuntime:
 
     def launch_times(self, kernel: Kernel, count: int, args: Sequence = ()) -> list[float]:
         return self.dev.submit_times(kernel.handle, count, self._bind(kernel, args))
+
+    @property
+    def launch_split(self) -> dict | None:
+        """Where the last launch_times went: submission, the wait, a bare driver call, a blocking wait."""
+        return self.dev.launch_split
 
     # Sizing ------------------------------------------------------------------------------------
     def grid_threads(self, waves: int) -> int:

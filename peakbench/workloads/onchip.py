@@ -33,6 +33,16 @@ VERIFY_COUNTS = (1, 2)      # passes (reads) or rounds (chase) of the two checks
 # PERFORMANCE_ANALYSIS.md, "The rest of the chip, the memory hierarchy and the host link on the H200").
 L2_LOW, L2_HIGH = 1 / 32, 3 / 4
 CPU_L2 = 1 << 20            # a CPU driver's (lavapipe's) L2, as a place to size from
+# The L2 read's grid: eight workgroups of BLOCK a unit (a whole SM's threads on NVIDIA). Its loads
+# wait hundreds of cycles, so the rate rests on how many are in flight: with the stream's two a
+# unit, CUDA's 12.6 TB/s trailed Vulkan's 14.0, whose driver keeps more of the 16 loads of a trip
+# in flight than ptxas; with eight, CUDA reads 17.7 and Vulkan 16.2 (four: 17.8 and 12.0, spread
+# 14%): PERFORMANCE_ANALYSIS.md, "Ahead of the peers".
+L2_BLOCKS_PER_UNIT = 8
+# What a shared chase loads each hop (ChaseKernel.pointer): the next address, or the next index,
+# which the hop must scale into an address before the next load (one IMAD or SHF on NVIDIA: 29
+# cycles a hop against 23 on the H200). SPIR-V addresses Workgroup memory by element only.
+HOPS = {True: "address", False: "index"}
 
 
 @dataclass(frozen=True)
@@ -148,6 +158,7 @@ class SharedChaseWorkload(Workload):
         self.out = rt.alloc(32)
         self.readings = []              # per launch of run(): (cycles per load, MHz they imply)
         self.params = {"chain_words": CHASE_WORDS, "node_bytes": 4, "round": ROUND, "path": kernel.path,
+                       "hop": HOPS[kernel.pointer],
                        "timed": "the core's cycle counter around the loop" if self.clocked else "GPU time of the launch"}
         # No cache lines in shared memory: the chase-stride guard (a cache-level chase's) does not apply.
         self.evidence = rt.evidence(self.kernel)
@@ -223,6 +234,13 @@ def l2_working_sets(l2: int) -> list[int]:
     return sorted(sets)
 
 
+def l2_groups(rt) -> int:
+    """The L2 read's grid: L2_BLOCKS_PER_UNIT workgroups a unit, where the device says its units."""
+    if rt.info.kind != "cpu" and rt.limits.units:
+        return rt.limits.units * L2_BLOCKS_PER_UNIT
+    return stream.resident_groups(rt)
+
+
 class L2Workload(Workload):
     """memory.l2: the chunk read over a working set inside the L2, with loads that skip the L1,
     at each of l2_working_sets; the best is the value. An item is one vector read."""
@@ -231,7 +249,7 @@ class L2Workload(Workload):
     def __init__(self, test, variant, rt, kernel: OnchipKernel):
         self.test, self.variant, self.rt, self.name, self.spec = test, variant, rt, variant.name, kernel
         self.unroll = variant.unroll
-        self.groups = stream.resident_groups(rt)
+        self.groups = l2_groups(rt)
         self.threads, self.tile = self.groups * BLOCK, BLOCK * self.unroll
         sums = min(test.accumulators, self.unroll)
         self.kernel = rt.compile(kernel.source, {"L2_UNROLL": self.unroll, "UNROLL": self.unroll, "SUMS": sums},
@@ -242,7 +260,7 @@ class L2Workload(Workload):
         w = rt.words
         self.params = {"workgroup_size": BLOCK, "workgroups": self.groups, "access_bytes": test.access_bytes,
                        "unroll": self.unroll, "partial_sums": sums, "path": kernel.path,
-                       "layout": f"a resident grid, a slice per {w.group} a pass, the slices rotating by"
+                       "layout": f"{L2_BLOCKS_PER_UNIT} {w.group}s a unit, a slice per {w.group} a pass, the slices rotating by"
                                  " workgroups | 1 around the working set"}
         self.evidence = rt.evidence(self.kernel)
 

@@ -1,0 +1,114 @@
+"""Compiling ahead (harness/ahead.py, workloads.Device.plan): a plan lists what a workload
+compiles and stops at its first other use of the device; the requests of a run's selection are
+made into the cache, so the run compiles none; a failed prefetch is left to its test; on ROCm
+(the fake HIP runtime) the code objects land in the cache the run reads."""
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from peakbench.catalog import default_catalog
+from peakbench.harness import ahead
+from peakbench.harness.runner import Settings
+from peakbench.harness.session import run_test
+from peakbench.workloads import Planned, Planner, Request
+from test_rocm import device as rocm_device, fakes, no_amdsmi  # noqa: F401  (fixtures)
+
+CATALOG = default_catalog()
+
+
+class Recorder:
+    """A runtime that says what was asked of it."""
+
+    def __init__(self):
+        self.calls, self.limits = [], types.SimpleNamespace(units=4)
+
+    def alloc(self, nbytes):
+        self.calls.append(("alloc", nbytes))
+
+    def upload(self, buf, data):
+        self.calls.append(("upload", buf))
+
+    def free(self, buf):
+        self.calls.append(("free", buf))
+
+    def grid_threads(self, waves):
+        return 128 * waves
+
+
+def test_a_plan_records_compiles_passes_questions_and_stops_at_the_first_buffer():
+    rt = Recorder()
+    planner = Planner(rt)
+    kernel = planner.compile("alu_fma.comp", {"UNROLL": 8, "A": 1}, "main", block=64, args="bbu", label="fp32")
+    assert kernel.handle is None and kernel.name == "fp32"
+    assert planner.requests == [Request("alu_fma.comp", (("A", 1), ("UNROLL", 8)), "main", 64, "bbu", "fp32")]
+    assert planner.limits.units == 4 and planner.grid_threads(2) == 256     # questions pass through
+    planner.free("anything")                                                 # releases do nothing
+    assert planner.alloc(1 << 20).size == 1 << 20                            # a placeholder, no memory
+    with pytest.raises(Planned):
+        planner.upload(None, b"data")
+    assert rt.calls == [], "a plan never reaches the device"
+
+
+def quick_tests(*names):
+    return [CATALOG.get(n) for n in names]
+
+
+def test_the_selection_is_compiled_ahead_and_the_run_compiles_nothing(vulkan_device, monkeypatch, tmp_path):
+    monkeypatch.setenv("PEAKBENCH_CACHE", str(tmp_path))
+    tests = quick_tests("compute.fp32", "compute.int32", "sfu.rsqrt", "memory.read", "launch.overhead")
+    settings = Settings.quick()
+    wanted = ahead.requests(vulkan_device, tests, settings)
+    sources = {r.source for r in wanted}
+    assert {"alu_fma.comp", "sfu.comp", "mem_stream.comp", "empty.comp"} <= sources, sources
+    assert len(wanted) == len(set(wanted)), "each request once"
+    made = ahead.compile_ahead(vulkan_device, tests, settings)
+    assert made.kernels == len(wanted) and made.failed == 0 and "compiled" in made.describe()
+    # with every module in the cache, the run never starts a compiler
+    import peakbench.vulkan.shaders as shaders
+
+    def no_compiler(*args, **kwargs):
+        raise AssertionError(f"compiled during the run: {args[0]}")
+    monkeypatch.setattr(shaders, "run_tool", no_compiler)
+    for test in tests:
+        result = run_test(vulkan_device, test, settings, lambda line: None)
+        assert result.status == "ok", (test.name, result.reason)
+
+
+def test_a_failed_prefetch_is_left_to_its_test(vulkan_device, monkeypatch, tmp_path):
+    monkeypatch.setenv("PEAKBENCH_CACHE", str(tmp_path))
+
+    def broken(request):
+        raise RuntimeError("compiler crashed")
+    monkeypatch.setattr(vulkan_device, "prefetch", broken)
+    tests = quick_tests("compute.fp32")
+    made = ahead.compile_ahead(vulkan_device, tests, Settings.quick())
+    assert made.failed == made.kernels > 0 and "left to their tests" in made.describe()
+    monkeypatch.undo()
+    monkeypatch.setenv("PEAKBENCH_CACHE", str(tmp_path))
+    assert run_test(vulkan_device, tests[0], Settings.quick(), lambda line: None).status == "ok"
+
+
+def test_families_that_build_outside_the_runtime_are_not_planned(vulkan_device):
+    # a vendor GEMM or a host copy makes library handles and buffers of its own before anything
+    for name in ("transfer.h2d", "transfer.d2h"):
+        test = CATALOG.get(name)
+        assert all(vulkan_device.plan(test, v) == [] for v in vulkan_device.variants(test))
+
+
+def test_rocm_code_objects_made_ahead_are_the_ones_the_run_loads(rocm_device, fakes, monkeypatch, tmp_path):
+    monkeypatch.setenv("PEAKBENCH_CACHE", str(tmp_path))
+    _, rtc = fakes
+    tests = quick_tests("compute.fp32", "memory.read")
+    # without hiprtc's version nothing is cached, so nothing is made ahead (it would compile twice)
+    ahead.compile_ahead(rocm_device, tests, Settings.quick())
+    assert rtc.programs == []
+    rocm_device.rt.__dict__["compiler_version"] = "hiprtc 60342134 hip 60342134"
+    made = ahead.compile_ahead(rocm_device, tests, Settings.quick())
+    assert made and made.failed == 0
+    compiled = len(rtc.programs)
+    assert compiled == made.kernels
+    request = ahead.requests(rocm_device, tests, Settings.quick())[0]
+    kernel = rocm_device.rt.compile(request.source, dict(request.defines), request.entry, request.block)
+    assert kernel.extra.get("cached") and len(rtc.programs) == compiled, "the run compiled it again"
