@@ -458,6 +458,17 @@ def test_an_update_that_copies_past_the_checked_vectors_fails_the_coverage_guard
         w.close()
 
 
+def test_an_update_checked_against_a_source_the_fill_got_wrong_fails(rt):
+    # the whole-buffer check reads the source the kernel read: that source must be the host's fill
+    spec = CATALOG.get("memory.update")
+    w = stream.StreamWorkload(spec, spec.variants[0], rt, kernels.STREAM)
+    try:
+        rt.upload(w.src, np.zeros(64, np.uint32))
+        assert w.coverage() == "guard coverage: the source does not hold the host's fill (vectors 0 to 4095)"
+    finally:
+        w.close()
+
+
 @pytest.mark.parametrize("test, layout", [("memory.read", "chunk"), ("memory.write", "tile"), ("memory.update", "tile")])
 def test_a_kernel_that_skips_the_far_part_of_the_buffer_fails_the_coverage_guard(rt, test, layout):
     rt.fake.kernels["stream"] = far_player(test.split(".")[1])
