@@ -40,7 +40,7 @@ def test_a_matrix_shape_counts_two_m_n_k():
 def test_names_and_units():
     for t in CATALOG.tests:
         assert t.name == t.name.lower() and t.family in (
-            "compute", "sfu", "atomic", "matrix", "gemm", "memory", "latency", "launch", "transfer")
+            "compute", "sfu", "atomic", "matrix", "gemm", "memory", "latency", "launch", "transfer", "sm")
         assert t.unit in ("TFLOPS", "TOPS", "GOPS", "GB/s", "ns", "us")
         if t.family == "compute":
             assert t.unit == ("TOPS" if t.dtype.startswith(("int", "uint")) or ".int" in t.name else "TFLOPS"), t.name

@@ -571,6 +571,23 @@ def test_a_burn_in_that_did_not_hold_steady_is_flagged_to_watch(tmp_path, capsys
         "compute.fp32: the burn-in did not hold steady: drift -8.1% from the first window to the last")
 
 
+def test_a_weak_sm_inside_a_gpu_is_flagged_to_watch(tmp_path, capsys):
+    docs = fleet_of()
+    for name in docs:                  # every GPU's map, one with an SM at 0.91x its siblings
+        for run in docs[name]["runs"]:
+            run["results"].append({"test": "sm.fp32", "status": "ok", "unit": "TFLOPS", "value": 0.5,
+                                   "params": {"slowest_unit": 3, "slowest_of_median": 0.99, "median_unit": 0.505},
+                                   "stats": {"median": 0.5, "min": 0.5, "max": 0.5, "samples": 5}})
+    weak = result(docs["node2.json"], 0, "cuda", "sm.fp32")
+    weak["params"] = {"slowest_unit": 37, "slowest_of_median": 0.91, "median_unit": 0.505}
+    code, _, _, report = run_fleet(tmp_path, capsys, docs)
+    assert code == 1
+    flagged = [g for g in report["gpus"] if any(f["test"] == "sm.fp32" for f in g["flagged"])]
+    assert len(flagged) == 1 and flagged[0]["action"] == "watch"
+    assert next(f["reason"] for f in flagged[0]["flagged"] if f["test"] == "sm.fp32") == (
+        "sm.fp32: unit 37 reads 0.910x the median unit (0.505 TFLOPS): one part of this GPU trails its siblings")
+
+
 def test_a_gpu_held_down_by_power_is_reported_as_that_not_as_bad_silicon(tmp_path, capsys):
     # 10% slower under sw_power_cap at 1782 MHz, but at that clock as good as its group
     docs = fleet_of()

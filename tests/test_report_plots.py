@@ -145,3 +145,59 @@ def test_no_p2p_chart_for_a_failed_test_or_a_matrix_that_is_not_square(tmp_path)
     pytest.importorskip("matplotlib")
     assert plots.write([p2p_run({"ce": [[None, 1.0]]})], tmp_path) == []
     assert plots.write([p2p_run({"ce": [[None, 1.0], [1.0, None]]}, status="failed")], tmp_path) == []
+
+
+def sm_run(values, status="ok", y="tflops"):
+    units = list(range(len(values)))
+    series = {"x": "unit", "y": y, "unit": units[::-1], y: values[::-1], "workgroups": [8] * len(values),
+              "cycles": [1000] * len(values)}
+    return {"backend": "cuda", "device": {"name": "Test GPU", "index": 0, "driver": "1.0"},
+            "results": [{"test": "sm.fp32" if y == "tflops" else "sm.l2_latency", "status": status,
+                         "series": series}]}
+
+
+def test_the_sm_map_is_a_heat_map_of_each_unit_against_the_median_with_the_slowest_named(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+    shown = {}
+    save = Figure.savefig
+
+    def record(fig, path, *args, **kwargs):
+        shown[path.name] = [(ax.get_title(), [t.get_text() for t in ax.texts], ax.images[0].get_array())
+                            for ax in fig.axes if ax.images]
+        return save(fig, path, *args, **kwargs)
+    monkeypatch.setattr(Figure, "savefig", record)
+    values = [0.50] * 30
+    values[7] = 0.45                                    # unit 7: 0.9x its siblings
+    files = plots.write([sm_run(values)], tmp_path)
+    assert [f.name for f in files] == ["cuda0-test-gpu-sm.png"]
+    [(title, texts, cells)] = shown["cuda0-test-gpu-sm.png"]
+    assert "slowest: unit 7, 0.45 TFLOPS (0.900x)" in title
+    assert texts[:8] == [str(u) for u in range(8)]     # units in id order, 22 a row
+    assert cells.shape == (2, 22) and cells[0][7] == pytest.approx(0.9) and cells.mask[1][21]
+
+
+def test_no_sm_map_for_a_failed_test(tmp_path):
+    pytest.importorskip("matplotlib")
+    assert plots.write([sm_run([1.0, 1.0], status="failed")], tmp_path) == []
+
+
+def test_a_burn_in_is_drawn_over_time_with_its_telemetry_and_stability(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+    titles = {}
+    save = Figure.savefig
+
+    def record(fig, path, *args, **kwargs):
+        titles[path.name] = [ax.get_title() for ax in fig.axes if ax.get_title()]
+        return save(fig, path, *args, **kwargs)
+    monkeypatch.setattr(Figure, "savefig", record)
+    t = [0.05 * i for i in range(200)]
+    series = {"x": "time_s", "y": "TFLOPS", "time_s": t, "TFLOPS": [66.0 - 0.01 * i for i in range(200)],
+              "clock_mhz": [1980] * 200, "power_w": [650.0] * 200}
+    run = {"backend": "cuda", "device": {"name": "Test GPU", "index": 0}, "results": [
+        {"test": "compute.fp32", "status": "ok", "series": series,
+         "stability": {"drift_pct": -2.9, "worst_window_pct": -1.8, "windows": 5, "seconds": 10.0, "unstable": None}}]}
+    files = plots.write([run], tmp_path)
+    assert [f.name for f in files] == ["cuda0-test-gpu-burn-in.png"]
+    assert titles["cuda0-test-gpu-burn-in.png"] == ["compute.fp32: drift -2.9%, worst window -1.8% over 10.0 s (steady)"]

@@ -12,7 +12,8 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 
-from peakbench.catalog.descriptors import Variant, TestSpec, ComputeTest, MatrixTest, MemoryTest, LatencyTest, LaunchTest  # noqa: F401  (the descriptors)
+from peakbench.catalog.descriptors import (Variant, TestSpec, ComputeTest, MatrixTest, MemoryTest, LatencyTest,  # noqa: F401
+                                          LaunchTest, SmTest)  # (the descriptors)
 
 
 @dataclass
@@ -40,6 +41,6 @@ class Catalog:
 
 
 def default_catalog() -> Catalog:
-    from peakbench.catalog import atomic, compute, gemm, matrix, memory, onchip, sfu, transfer
-    families = (compute, sfu, atomic, matrix, gemm, memory, onchip, transfer)
+    from peakbench.catalog import atomic, compute, gemm, matrix, memory, onchip, sfu, sm, transfer
+    families = (compute, sfu, atomic, matrix, gemm, memory, onchip, transfer, sm)
     return Catalog([test for family in families for test in family.TESTS])

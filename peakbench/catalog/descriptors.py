@@ -136,6 +136,17 @@ class LatencyTest(TestSpec):
 
 
 @dataclass(frozen=True)
+class SmTest(TestSpec):
+    """A per-SM map (workloads/sm.py): each compute unit's value, the slowest unit's the test's.
+    An item is one FMA of one invocation (2 ops) or one dependent load. `per_unit_of`: the
+    device-wide test whose peak over the unit count bounds one unit's rate."""
+    per_unit_of: str = field(default="", kw_only=True)
+
+    def per_item(self, variant: Variant) -> float:
+        return 1 if self.unit == "ns" else 2
+
+
+@dataclass(frozen=True)
 class LaunchTest(TestSpec):
     """Launch overhead. An item is one launch."""
 

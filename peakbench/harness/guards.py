@@ -304,14 +304,17 @@ def bound(test, value: float, info, spec) -> tuple[str | None, str]:
     bandwidth, transfers from its links), a latency at least one cycle of the device's highest
     clock a load."""
     if test.higher_is_better:
-        ceiling = spec.ceiling(test.name) if spec else None
-        if ceiling is None:
-            return None, f"{NOT_CHECKED}no spec peak for {test.name}"
+        per_unit = getattr(test, "per_unit_of", "")        # one unit's share of a device-wide peak
+        ceiling = spec.ceiling(per_unit or test.name) if spec else None
+        if ceiling is None or (per_unit and not info.units):
+            return None, f"{NOT_CHECKED}no spec peak for {per_unit or test.name}"
         peak, _, where = ceiling
+        if per_unit:
+            peak, where = peak / info.units, f"{where}, {per_unit} over {info.units} units"
         of = f"of {where}" if where.startswith("spec ") else f"bound, {where}"
         text = f"{value:.4g} {test.unit} is {value / peak:.2f}x the {peak:.4g} {test.unit} {of}"
         return (text if value > peak * (1 + TOLERANCE) else None), text
-    if test.family != "latency":
+    if test.unit != "ns":          # ns: a load's latency (latency.*, sm.l2_latency)
         return None, f"{NOT_CHECKED}no bound on a {test.unit} time but the host's"
     most, where = max_clock_mhz(info, spec)
     if most is None:

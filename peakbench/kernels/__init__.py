@@ -54,7 +54,7 @@ def alu_kernel(test, variant: Variant, rt) -> AluKernel:
 # Kernel families with a module of their own, by the test's `kernel`: the same for CUDA and HIP
 # (each module: support(test, rt), workload(test, variant, rt), optionally variants(test, rt)).
 MODULES = {"shared": "peakbench.kernels.onchip", "l2": "peakbench.kernels.onchip",
-           "sfu": "peakbench.kernels.sfu", "atomic": "peakbench.kernels.atomic"}
+           "sfu": "peakbench.kernels.sfu", "atomic": "peakbench.kernels.atomic", "sm": "peakbench.kernels.sm"}
 
 
 def table(alu_support, matrix: str, modules: dict[str, str] | None = None) -> CapabilityTable:

@@ -428,13 +428,17 @@ ACTIONS = ("ok", "watch", "reset", "drain")
 # Throttle reasons that are the board doing its job (a power cap, a clock the application or the
 # driver set, sync boost); any other (thermal, hardware slowdown) flags the GPU whatever its speed.
 CAPS = {"sw_power_cap", "applications_clocks", "sync_boost", "display_clocks"}
+# A unit of a per-SM map this far from its siblings' median flags the GPU (watch): a weak SM, or
+# an L2 path slower from one SM, inside a GPU whose totals still pass.
+SM_SHARE = 0.05
 
 
 def health_flags(gpu: Gpu) -> list[dict]:
     """The flags a GPU gets whatever its speed, each with its reason and action: uncorrected ECC
     errors or a failed row remapping (drain), a pending remapping or a link trained below its
     maximum (reset), retired pages, rows remapped for uncorrectable errors, a throttle outside the
-    power and clock caps, or a burn-in that did not hold steady (watch)."""
+    power and clock caps, a burn-in that did not hold steady, or a per-SM map's unit SM_SHARE from
+    its siblings (watch)."""
     from peakbench.telemetry import link_below_max
     h, out = gpu.health, []
 
@@ -461,9 +465,24 @@ def health_flags(gpu: Gpu) -> list[dict]:
         unstable = (r.get("stability") or {}).get("unstable") if isinstance(r.get("stability"), dict) else None
         if unstable:
             flag(test, f"{test}: the burn-in did not hold steady: {unstable}", "watch")
+        weak = _weak_unit(test, r)
+        if weak:
+            flag(test, weak, "watch")
     for reason, tests in throttles.items():
         flag("health", f"throttled by {reason} (outside the power and clock caps) during {', '.join(tests)}", "watch")
     return out
+
+
+def _weak_unit(test: str, r: dict) -> str | None:
+    """A per-SM map's slowest unit, where it is SM_SHARE or more from the median unit."""
+    params = r.get("params") if isinstance(r.get("params"), dict) else {}
+    share = params.get("slowest_of_median")
+    if not test.startswith("sm.") or r.get("status") != "ok" or not isinstance(share, (int, float)):
+        return None
+    if abs(share - 1) < SM_SHARE:
+        return None
+    return (f"{test}: unit {params.get('slowest_unit')} reads {share:.3f}x the median unit"
+            f" ({params.get('median_unit')} {r.get('unit', '')}): one part of this GPU trails its siblings")
 
 
 def unverified(gpu: Gpu) -> dict[str, str]:

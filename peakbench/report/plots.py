@@ -152,9 +152,116 @@ def _p2p_chart(plt, run: dict, matrices: dict, path: Path) -> Path:
     return path
 
 
+SM_MAPS = ("sm.fp32", "sm.l2_latency")
+
+
+def sm_maps(by_test: dict) -> list[tuple[str, dict]]:
+    """The per-SM maps (sm.*) a run kept: (test, series) where the test is ok and its series
+    holds a value per unit."""
+    found = []
+    for test in SM_MAPS:
+        r = by_test.get(test) or {}
+        series = r.get("series") or {}
+        y = series.get("y")
+        if r.get("status") == "ok" and series.get("x") == "unit" and y and len(series.get(y) or []) == len(
+                series.get("unit") or []) and series.get("unit"):
+            found.append((test, series))
+    return found
+
+
+def _sm_chart(plt, run: dict, maps: list[tuple[str, dict]], path: Path) -> Path:
+    """Each map as a heat map of the units in id order, `columns` a row, each unit's share of the
+    median unit: the slowest outlined, its value and id named."""
+    import math
+    import numpy as np
+    device = run["device"]
+    fig, axes = plt.subplots(len(maps), 1, figsize=(10, 2.2 + 1.6 * len(maps)), dpi=120, squeeze=False)
+    for ax, (test, series) in zip(axes[:, 0], maps):
+        y = series["y"]
+        order = sorted(range(len(series["unit"])), key=lambda i: series["unit"][i])
+        units = [series["unit"][i] for i in order]
+        values = np.array([series[y][i] for i in order], dtype=float)
+        mid = float(np.median(values))
+        share = values / mid if mid else values
+        columns = min(len(units), 22)
+        rows = math.ceil(len(units) / columns)
+        grid = np.full(rows * columns, np.nan)
+        grid[:len(units)] = share
+        slow_high = y == "ns"                      # latency: the highest is the slowest
+        spread = max(0.02, float(np.nanmax(np.abs(share - 1))))
+        cmap = plt.get_cmap("RdYlGn_r" if slow_high else "RdYlGn").with_extremes(bad="white")
+        ax.imshow(grid.reshape(rows, columns), cmap=cmap, vmin=1 - spread, vmax=1 + spread, aspect="auto")
+        worst = int(np.argmax(values) if slow_high else np.argmin(values))
+        ax.add_patch(plt.Rectangle((worst % columns - 0.5, worst // columns - 0.5), 1, 1, fill=False, lw=2, ec="black"))
+        for i, u in enumerate(units):
+            ax.annotate(str(u), (i % columns, i // columns), ha="center", va="center", fontsize=6)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        label = "ns" if slow_high else "TFLOPS"
+        ax.set_title(f"{test}: each unit against the median {mid:.4g} {label} (id in the cell); slowest: unit"
+                     f" {units[worst]}, {values[worst]:.4g} {label} ({share[worst]:.3f}x)", fontsize=9)
+    driver = f", driver {device['driver']}" if device.get("driver") else ""
+    fig.suptitle(f"{device['name']} ({run['backend']}{driver}): per-SM maps", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def burn_in_series(results: list[dict]) -> list[tuple[str, dict]]:
+    """The burn-in time series a run kept: (test, series) of each ok result whose series runs
+    over time_s."""
+    found = []
+    for r in results:
+        series = r.get("series") or {}
+        y = series.get("y")
+        if r.get("status") == "ok" and series.get("x") == "time_s" and y and len(series.get(y) or []) == len(
+                series.get("time_s") or []) and series.get("time_s"):
+            found.append((r["test"], series))
+    return found
+
+
+def _burn_in_chart(plt, run: dict, found: list[tuple[str, dict]], path: Path) -> Path:
+    """A row per test: its value over time against its median, with the clock, power and
+    temperature where the series has them, and the stability summary in the title."""
+    device = run["device"]
+    stability = {r["test"]: r.get("stability") or {} for r in run["results"]}
+    fig, axes = plt.subplots(len(found), 1, figsize=(10, 2.6 * len(found) + 0.6), dpi=120, squeeze=False)
+    for ax, (test, series) in zip(axes[:, 0], found):
+        y, t = series["y"], series["time_s"]
+        values = series[y]
+        mid = sorted(values)[len(values) // 2]
+        ax.plot(t, [v / mid for v in values], lw=1.2, color="tab:blue", label=f"{y} / median")
+        ax.set_ylabel(f"{y} / median {mid:.4g}")
+        ax.set_xlabel("seconds")
+        ax.grid(True, alpha=0.3)
+        other = ax.twinx()
+        for key, color in (("clock_mhz", "tab:orange"), ("power_w", "tab:red"), ("temperature_c", "tab:green")):
+            if key in series:
+                top = max(series[key]) or 1
+                other.plot(t, [x / top for x in series[key]], lw=0.8, color=color, alpha=0.7,
+                           label=f"{key} / {top:.0f}")
+        other.set_ylabel("telemetry / its highest")
+        lines = ax.get_legend_handles_labels()
+        more = other.get_legend_handles_labels()
+        ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="lower left")
+        s = stability.get(test) or {}
+        verdict = f"unstable: {s['unstable']}" if s.get("unstable") else "steady"
+        ax.set_title(f"{test}: drift {s.get('drift_pct')}%, worst window {s.get('worst_window_pct')}% over"
+                     f" {s.get('seconds')} s ({verdict})", fontsize=9)
+    driver = f", driver {device['driver']}" if device.get("driver") else ""
+    fig.suptitle(f"{device['name']} ({run['backend']}{driver}): burn-in", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def write(runs: list[dict], folder: str | Path) -> list[Path]:
-    """One latency, one bandwidth, one host-transfer and one GPU-to-GPU chart per run that has
-    those sweeps or matrices; returns the files (none, and no folder made, when no run has one)."""
+    """One latency, one bandwidth, one host-transfer, one GPU-to-GPU, one per-SM and one burn-in
+    chart per run that has those sweeps, matrices, maps or time series; returns the files (none, and no folder made, when no run has one)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -211,6 +318,12 @@ def write(runs: list[dict], folder: str | Path) -> list[Path]:
         matrices = p2p_matrices(by_test)
         if matrices:
             written.append(_p2p_chart(plt, run, matrices, folder / f"{name}-p2p.png"))
+        maps = sm_maps(by_test)
+        if maps:
+            written.append(_sm_chart(plt, run, maps, folder / f"{name}-sm.png"))
+        burn_in = burn_in_series(run["results"])
+        if burn_in:
+            written.append(_burn_in_chart(plt, run, burn_in, folder / f"{name}-burn-in.png"))
     return written
 
 

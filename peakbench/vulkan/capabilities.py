@@ -47,7 +47,7 @@ NO_KERNEL = {
 # rt), workload(test, variant, rt), optionally variants(test, rt)); the matrix tests' is coopmat.
 MODULES = {"shared": "peakbench.vulkan.onchip", "l2": "peakbench.vulkan.onchip",
            "transfer": "peakbench.vulkan.transfer", "sfu": "peakbench.vulkan.sfu",
-           "atomic": "peakbench.vulkan.atomic"}
+           "atomic": "peakbench.vulkan.atomic", "sm": "peakbench.vulkan.sm"}
 NO_GEMM = "[api] Vulkan has no vendor GEMM library (cuBLASLt and hipBLASLt are CUDA and HIP only)"
 
 

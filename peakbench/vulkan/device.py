@@ -17,7 +17,7 @@ from peakbench.runtime import host_bytes
 from peakbench.telemetry import ClockReader
 from peakbench.vulkan.driver_cache import Code, DriverCache, PipelineCode, dump_name, fingerprint
 from peakbench.vulkan.probe import (EXT_ATOMIC_FLOAT, EXT_BFLOAT16, EXT_COOPMAT, EXT_COOPMAT2, EXT_EXECUTABLE_PROPERTIES,
-                                       EXT_FLOAT8, EXT_SHADER_CLOCK, STYPE_BFLOAT16_FEATURES, STYPE_COOPMAT2_FEATURES,
+                                       EXT_FLOAT8, EXT_SHADER_CLOCK, EXT_SM_BUILTINS, STYPE_BFLOAT16_FEATURES, STYPE_COOPMAT2_FEATURES,
                                        STYPE_FLOAT8_FEATURES, Capabilities, _chain, _new, _raw, _string)
 
 ffi = vk.ffi
@@ -142,6 +142,8 @@ class VulkanDevice:
                  vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR, EXT_COOPMAT),
                 ("shaderSubgroupClock", "VkPhysicalDeviceShaderClockFeaturesKHR",
                  vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR, EXT_SHADER_CLOCK),
+                ("shaderSMBuiltins", "VkPhysicalDeviceShaderSMBuiltinsFeaturesNV",
+                 vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_FEATURES_NV, EXT_SM_BUILTINS),
                 ("pipelineExecutableInfo", "VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
                  vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
                  EXT_EXECUTABLE_PROPERTIES)):

@@ -17,6 +17,7 @@ STYPE_FLOAT8_FEATURES = 1000567000        # VkPhysicalDeviceShaderFloat8Features
 EXT_COOPMAT = "VK_KHR_cooperative_matrix"
 EXT_COOPMAT2 = "VK_NV_cooperative_matrix2"
 EXT_SHADER_CLOCK = "VK_KHR_shader_clock"
+EXT_SM_BUILTINS = "VK_NV_shader_sm_builtins"     # gl_SMIDNV: the SM a workgroup runs on (sm.*)
 EXT_ATOMIC_FLOAT = "VK_EXT_shader_atomic_float"
 STYPE_COOPMAT2_FEATURES = 1000593000      # VkPhysicalDeviceCooperativeMatrix2FeaturesNV
 STYPE_COOPMAT2_PROPERTIES = 1000593002    # VkPhysicalDeviceCooperativeMatrix2PropertiesNV
@@ -121,6 +122,8 @@ def probe_features(pd, extensions: set) -> dict:
                      vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR)
     clock = _optional(chain, extensions, EXT_SHADER_CLOCK, "VkPhysicalDeviceShaderClockFeaturesKHR",
                       vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR)
+    sm = _optional(chain, extensions, EXT_SM_BUILTINS, "VkPhysicalDeviceShaderSMBuiltinsFeaturesNV",
+                   vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_FEATURES_NV)
     exe = _optional(chain, extensions, EXT_EXECUTABLE_PROPERTIES, "VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
                     vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR)
     atomic_float = _optional(chain, extensions, EXT_ATOMIC_FLOAT, "VkPhysicalDeviceShaderAtomicFloatFeaturesEXT",
@@ -147,6 +150,7 @@ def probe_features(pd, extensions: set) -> dict:
         "vulkanMemoryModel": f12.vulkanMemoryModel,
         "bufferDeviceAddress": f12.bufferDeviceAddress,   # the pointer chase (mem_chase.comp)
         "shaderSubgroupClock": bool(clock and clock.shaderSubgroupClock),
+        "shaderSMBuiltins": bool(sm and sm.shaderSMBuiltins),
         "shaderBufferFloat32AtomicAdd": bool(atomic_float and atomic_float.shaderBufferFloat32AtomicAdd),
         "shaderSharedFloat32AtomicAdd": bool(atomic_float and atomic_float.shaderSharedFloat32AtomicAdd),
     }

@@ -19,7 +19,7 @@ from peakbench.workloads import alu, chase, launch, stream
 # The families whose workloads touch the device only through the runtime, and compile before
 # they allocate: a plan of theirs (Device.plan) has no other effect. A vendor GEMM, a host or
 # peer copy make library handles and buffers of their own first.
-PLANNED_FAMILIES = ("compute", "sfu", "atomic", "memory", "matrix", "latency", "launch")
+PLANNED_FAMILIES = ("compute", "sfu", "atomic", "memory", "matrix", "latency", "launch", "sm")
 # What a plan may ask of the runtime beyond compile(): questions with no effect on the device.
 QUERIES = ("grid_threads", "max_groups", "memory_budget")
 RELEASES = ("free", "discard")      # of what a plan never made: nothing to do
