@@ -17,9 +17,10 @@ is declared here, with defaults, and read by the runner, never probed:
     loop_items      the items one invocation does per loop iteration, for the work guard
     after_timing(size)  (problem, evidence) of the output the timed launches left, at the
                     measured size (the measured guard); "not checked: <why>" where it cannot
-    burst           True: the rate of the first launches after calibration is kept beside the
+    burst           True: the rate of 10 launches of ~1 ms before calibration is kept beside the
                     sustained value (evidence.burst), for work a power cap holds down after a
-                    second or two (GEMM, matrix units), as GEMM benchmarks time a few products
+                    second or two (GEMM, sparse matrices), as GEMM benchmarks time a few products;
+                    the default suite idles the GPU before such a test (Settings.burst_idle_s)
 """
 from __future__ import annotations
 

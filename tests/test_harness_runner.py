@@ -264,3 +264,19 @@ def test_a_burst_keeps_the_first_launches_rate_beside_the_capped_sustained_one(c
 
 def test_no_burst_where_the_workload_does_not_ask(clock):
     assert "burst" not in run_measure(FakeWorkload(clock=clock), clock).evidence
+
+
+def test_the_default_suite_idles_before_a_burst_tests_first_variant_only(clock, monkeypatch):
+    slept = []
+    monkeypatch.setattr(runner.time, "sleep", lambda s: (slept.append(s), clock.advance(s)), raising=False)
+    settings = Settings.full()
+    assert settings.burst_idle_s == runner.BURST_IDLE_S and Settings.quick().burst_idle_s == 0
+    load = runner.Load()
+    load.begin(clock(), 0)
+    clock.advance(5.0)                          # five seconds into the tests before
+    w = Capped(seconds_per_unit=1e-6, clock=clock)
+    w.began = clock()
+    v = runner.measure_on(load, w, 1, "TFLOPS", settings, lambda: 1980.0)
+    assert slept == [runner.BURST_IDLE_S] and v.evidence["burst"]["load_before_s"] < 0.1
+    runner.measure_on(load, w, 1, "TFLOPS", settings, lambda: 1980.0, started=load.since)
+    assert slept == [runner.BURST_IDLE_S], "a later variant continues the test's load"

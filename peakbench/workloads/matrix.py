@@ -17,7 +17,6 @@ class MatrixWorkload(Workload):
     (tile owners: subgroups, warps, warpgroups or waves, each with `accumulators` tiles) and
     calls setup(); it may override operands() (the operand encoding) and precheck(). An item is
     one step of one accumulator tile of one owner."""
-    burst = True           # held down by the power cap after a second or two: the first launches kept
     kernel = grid = owners = None
     ab = c0 = out = None
 
