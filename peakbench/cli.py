@@ -35,7 +35,7 @@ from peakbench.specs import SpecError, load_database, resolve, find
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 LIST_WIDTH = 100
-RUN_OPTIONS = ("backend", "device", "sequential", "tests", "quick", "profile", "duration", "json", "csv", "markdown",
+RUN_OPTIONS = ("backend", "device", "sequential", "alone_first", "tests", "quick", "profile", "duration", "json", "csv", "markdown",
                "prometheus", "history", "plot", "spec")
 
 
@@ -61,6 +61,8 @@ def build_parser() -> Parser:
                    "one process each (default: 0)")
     p.add_argument("--sequential", action="store_true", help="with --device all: one device after another, "
                    "in this process")
+    p.add_argument("--alone-first", action="store_true", help="with --device all: each GPU alone first, one "
+                   "after another, then all at once; each result keeps its GPU's alone value and the ratio")
     p.add_argument("--tests", help="comma list of globs on test names, e.g. 'compute.*,memory.read'")
     p.add_argument("--quick", action="store_true", help="the screening profile: one variant a test, shorter and fewer samples, no size sweeps (--profile prolog)")
     p.add_argument("--profile", choices=PROFILES, help="prolog (--quick: seconds, for a job's prolog), default "
@@ -252,6 +254,9 @@ def cmd_run(args) -> int:
     check_shaders()
     if args.sequential and args.device != "all":
         raise UsageError("--sequential needs --device all (one device is always measured alone)")
+    if args.alone_first and (args.device != "all" or args.sequential):
+        raise UsageError("--alone-first needs --device all without --sequential (it compares each GPU alone"
+                         " with all of them at once)")
     for option, path in (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown),
                          ("--prometheus", args.prometheus), ("--plot", args.plot), ("--spec", args.spec)):
         if path is not None and not path.strip():
@@ -285,7 +290,7 @@ def cmd_run(args) -> int:
         session.plan(plans, tests)
         if args.device == "all" and not args.sequential:
             from peakbench.harness import parallel
-            parallel.measure_all(session, plans, tests, child_options(args))
+            parallel.measure_all(session, plans, tests, child_options(args), alone_first=args.alone_first)
         else:
             session.measure(plans, tests, settings, specs, forced)
     finally:

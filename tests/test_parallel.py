@@ -114,3 +114,39 @@ def test_sigterm_reaches_every_device_process_and_what_they_measured_is_kept(vul
     results = doc["runs"][0]["results"]
     assert results[0]["test"] == "compute.fp64" and results[0]["status"] == "ok"
     assert len(results) < 4 and "Traceback" not in err
+
+
+def test_alone_first_measures_each_gpu_alone_then_together_and_keeps_the_ratio(vulkan_backend, tmp_path):
+    out = tmp_path / "all.json"
+    p = run_peakbench("--backend", "vulkan", "--device", "all", "--alone-first", "--quick", "--tests", "compute.fp32",
+                      "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    assert doc["options"]["alone_first"] is True
+    assert len(doc["runs"]) == len(vulkan_backend.devices())                     # the together pass's runs
+    for run in doc["runs"]:
+        r = run["results"][0]
+        alone = r["evidence"]["alone"]
+        assert alone["value"] > 0 and alone["ratio"] == round(r["value"] / alone["value"], 4)
+        assert alone["word"] in ("same", "faster", "slower", "unclear")
+    lines = p.stderr.splitlines()
+    assert lines.index(next(x for x in lines if x.startswith("alone: vulkan:0"))) < \
+        max(i for i, x in enumerate(lines) if "compute.fp32" in x)
+
+
+def test_with_alone_puts_each_gpus_value_alone_beside_its_value_together():
+    from peakbench.report.result import Result, Run
+
+    def run_of(index, value, status="ok"):
+        return Run("cuda", {"index": index, "name": "GPU"}, None,
+                   [Result("memory.read", status, "GB/s", value=value, stats={"min": value * 0.999, "max": value * 1.001})])
+    alone = [run_of(0, 4700.0), run_of(1, 4700.0)]
+    together = [run_of(0, 4230.0), run_of(1, 4698.0, "failed")]
+    parallel.with_alone(together, alone)
+    assert together[0].results[0].evidence["alone"] == {"value": 4700.0, "ratio": 0.9, "word": "slower"}
+    assert "alone" not in together[1].results[0].evidence          # a failed result has no ratio
+
+
+def test_alone_first_needs_device_all_in_processes():
+    p = run_peakbench("--backend", "vulkan", "--alone-first", "--tests", "compute.fp32")
+    assert p.returncode == 2 and "--alone-first needs --device all without --sequential" in p.stderr

@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 from dataclasses import fields
+from types import SimpleNamespace
 from pathlib import Path
 
 import peakbench
@@ -120,16 +121,57 @@ class Child:
         return [run for run in runs if run.results]
 
 
-def measure_all(session, plans: list, tests, options: list[str]) -> None:
+def measure_all(session, plans: list, tests, options: list[str], alone_first: bool = False) -> None:
     """Every GPU's group in parallel (see the module), the runs into `session`, saving as each ends;
-    then the node tests."""
+    then the node tests. `alone_first`: each GPU's group alone before, one after another, and each
+    result of the run together gets its alone value (with_alone)."""
     node = [t for t in tests if t.name in NODE_TESTS]
     per_gpu = [t for t in tests if t.name not in NODE_TESTS]
     if per_gpu:
-        _parallel(session, plans, per_gpu, with_tests(options, [t.name for t in per_gpu]))
+        options_ = with_tests(options, [t.name for t in per_gpu])
+        alone = _alone(session, plans, per_gpu, options_) if alone_first else None
+        if session.signum is None:
+            _parallel(session, plans, per_gpu, options_)
+        if alone is not None:
+            with_alone(session.runs, alone)
+            session.save()
     if node and session.signum is None:
         _node_tests(session, plans, node, with_tests(options, [t.name for t in node]))
     session.failed |= any(r.status == "failed" for run in session.runs for r in run.results)
+
+
+def _alone(session, plans: list, tests, options: list[str]) -> list[Run]:
+    """Each GPU's group measured with no other GPU busy: the groups one after another, each as
+    _parallel runs it (its own process), their runs kept apart from the session's."""
+    runs: list[Run] = []
+    for group in gpu_groups(plans):
+        shim = SimpleNamespace(progress=session.progress, runs=[], save=lambda: None, failed=False, signum=None)
+        session.progress(f"alone: {', '.join(f'{b.name}:{i}' for b, i in group)}")
+        _parallel(shim, group, tests, options)
+        runs += shim.runs
+        if shim.signum is not None:
+            session.signum = shim.signum
+            break
+    return runs
+
+
+def with_alone(together: list[Run], alone: list[Run]) -> None:
+    """Each ok result of a run together gets evidence.alone: its GPU's value alone, the ratio of
+    together to alone, and the comparison's word (report/verdict.py word): shared power, a shared
+    PCIe switch or NUMA node show as a ratio under 1 (over 1 for times)."""
+    from dataclasses import asdict, replace
+    from peakbench.report.verdict import word
+    by_device = {(r.backend, r.device.get("index")): {x.test: x for x in r.results} for r in alone}
+    for run in together:
+        found = by_device.get((run.backend, run.device.get("index")), {})
+        for i, result in enumerate(run.results):
+            first = found.get(result.test)
+            if first is None or first.status != "ok" or result.status != "ok" or not first.value:
+                continue
+            alone_ = {"value": first.value, "ratio": round(result.value / first.value, 4),
+                      "word": word(asdict(first), asdict(result))}
+            # a new result, not an edited one: the session's documents convert each result once
+            run.results[i] = replace(result, evidence={**result.evidence, "alone": alone_})
 
 
 def _node_tests(session, plans: list, tests, options: list[str]) -> None:
