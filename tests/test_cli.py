@@ -139,7 +139,7 @@ def test_the_document_records_the_options_and_that_it_was_not_interrupted(capsys
     code, _, _ = run_fake(capsys, files, "--tests", "compute.fp32", "--spec", "NVIDIA H200 SXM")
     assert code == 0
     doc = load_json(files["json"])
-    assert doc["options"] == {"backend": "vulkan", "device": "0", "sequential": False, "tests": "compute.fp32", "quick": True,
+    assert doc["options"] == {"backend": "vulkan", "device": "0", "sequential": False, "alone_first": False, "tests": "compute.fp32", "quick": True,
                               "profile": None, "duration": None,
                               "json": str(files["json"]), "csv": str(files["csv"]),
                               "markdown": str(files["md"]), "prometheus": None, "history": None, "plot": None, "spec": "NVIDIA H200 SXM"}
