@@ -117,17 +117,19 @@ def _unlink(file: Path) -> None:
 
 def _drop_damaged(file: Path, valid: Callable[[bytes], bool]) -> None:
     """Delete a damaged entry. On the first in a folder this run, check the whole folder and say
-    once, on stderr, how many entries were dropped (one line, however many)."""
-    _unlink(file)
+    once, on stderr, how many entries were dropped (one line, however many). Under the lock, so
+    a thread that finds another damaged entry meanwhile (compiling ahead) waits for the sweep,
+    which counts its entry, instead of deleting it uncounted."""
     where = file.parent
     with _lock:
         if where in _swept:
+            _unlink(file)
             return
         _swept.add(where)
-    bad = {file} | {p for p in where.glob(f"*{file.suffix}")
-                    if (raw := _read(p)) is not None and not _usable(p, raw, valid)}
-    for p in bad:
-        _unlink(p)
+        bad = {file} | {p for p in where.glob(f"*{file.suffix}")
+                        if (raw := _read(p)) is not None and not _usable(p, raw, valid)}
+        for p in bad:
+            _unlink(p)
     count = f"{len(bad)} damaged or outdated cache {'entry' if len(bad) == 1 else 'entries'}"
     print(f"note: dropped {count} in {where}; rebuilding as needed", file=sys.stderr, flush=True)
 
