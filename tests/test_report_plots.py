@@ -111,23 +111,29 @@ def test_the_transfer_sweeps_share_one_chart_with_a_line_per_direction(tmp_path,
     assert top == pytest.approx(55.3)          # the first line drawn is transfer.h2d's
 
 
+@pytest.fixture
+def shown(monkeypatch) -> dict:
+    """Each chart plots.write saves, by file name: per panel with a title, (its title, its texts,
+    its image's cells or None)."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+    found, save = {}, Figure.savefig
+
+    def record(fig, path, *args, **kwargs):
+        found[path.name] = [(ax.get_title(), [t.get_text() for t in ax.texts],
+                             ax.images[0].get_array() if ax.images else None) for ax in fig.axes if ax.get_title()]
+        return save(fig, path, *args, **kwargs)
+    monkeypatch.setattr(Figure, "savefig", record)
+    return found
+
+
 def p2p_run(matrices: dict, status="ok") -> dict:
     return {"backend": "cuda", "device": {"index": 0, "name": "Test GPU", "driver": "1.0"}, "results": [
         {"test": "transfer.p2p", "status": status, "unit": "GB/s", "value": 750.0, "series": None,
          "evidence": {"p2p_matrix": matrices}}]}
 
 
-def test_the_p2p_matrix_is_a_heat_map_per_variant_with_each_pair_annotated(tmp_path, monkeypatch):
-    pytest.importorskip("matplotlib")
-    from matplotlib.figure import Figure
-    shown = {}
-    save = Figure.savefig
-
-    def record(fig, path, *args, **kwargs):
-        shown[path.name] = [(ax.get_title(), [t.get_text() for t in ax.texts], ax.images[0].get_array())
-                            for ax in fig.axes if ax.images]
-        return save(fig, path, *args, **kwargs)
-    monkeypatch.setattr(Figure, "savefig", record)
+def test_the_p2p_matrix_is_a_heat_map_per_variant_with_each_pair_annotated(tmp_path, shown):
     one_way = [[None, 371.2, 0.0], [369.8, None, None], [370.0, None, None]]
     both = [[None, 742.5, 740.1], [742.5, None, None], [740.1, None, None]]
     files = plots.write([p2p_run({"ce": one_way, "ce_bidir": both})], tmp_path)
@@ -156,17 +162,7 @@ def sm_run(values, status="ok", y="tflops"):
                          "series": series}]}
 
 
-def test_the_sm_map_is_a_heat_map_of_each_unit_against_the_median_with_the_slowest_named(tmp_path, monkeypatch):
-    pytest.importorskip("matplotlib")
-    from matplotlib.figure import Figure
-    shown = {}
-    save = Figure.savefig
-
-    def record(fig, path, *args, **kwargs):
-        shown[path.name] = [(ax.get_title(), [t.get_text() for t in ax.texts], ax.images[0].get_array())
-                            for ax in fig.axes if ax.images]
-        return save(fig, path, *args, **kwargs)
-    monkeypatch.setattr(Figure, "savefig", record)
+def test_the_sm_map_is_a_heat_map_of_each_unit_against_the_median_with_the_slowest_named(tmp_path, shown):
     values = [0.50] * 30
     values[7] = 0.45                                    # unit 7: 0.9x its siblings
     files = plots.write([sm_run(values)], tmp_path)
@@ -182,16 +178,7 @@ def test_no_sm_map_for_a_failed_test(tmp_path):
     assert plots.write([sm_run([1.0, 1.0], status="failed")], tmp_path) == []
 
 
-def test_a_burn_in_is_drawn_over_time_with_its_telemetry_and_stability(tmp_path, monkeypatch):
-    pytest.importorskip("matplotlib")
-    from matplotlib.figure import Figure
-    titles = {}
-    save = Figure.savefig
-
-    def record(fig, path, *args, **kwargs):
-        titles[path.name] = [ax.get_title() for ax in fig.axes if ax.get_title()]
-        return save(fig, path, *args, **kwargs)
-    monkeypatch.setattr(Figure, "savefig", record)
+def test_a_burn_in_is_drawn_over_time_with_its_telemetry_and_stability(tmp_path, shown):
     t = [0.05 * i for i in range(200)]
     series = {"x": "time_s", "y": "TFLOPS", "time_s": t, "TFLOPS": [66.0 - 0.01 * i for i in range(200)],
               "clock_mhz": [1980] * 200, "power_w": [650.0] * 200}
@@ -200,4 +187,5 @@ def test_a_burn_in_is_drawn_over_time_with_its_telemetry_and_stability(tmp_path,
          "stability": {"drift_pct": -2.9, "worst_window_pct": -1.8, "windows": 5, "seconds": 10.0, "unstable": None}}]}
     files = plots.write([run], tmp_path)
     assert [f.name for f in files] == ["cuda0-test-gpu-burn-in.png"]
-    assert titles["cuda0-test-gpu-burn-in.png"] == ["compute.fp32: drift -2.9%, worst window -1.8% over 10.0 s (steady)"]
+    assert [title for title, _, _ in shown["cuda0-test-gpu-burn-in.png"]] == [
+        "compute.fp32: drift -2.9%, worst window -1.8% over 10.0 s (steady)"]

@@ -125,7 +125,6 @@ def p2p_matrices(by_test: dict) -> dict[str, list]:
 
 def _p2p_chart(plt, run: dict, matrices: dict, path: Path) -> Path:
     import numpy as np
-    device = run["device"]
     top = max((x for m in matrices.values() for row in m for x in row if x is not None), default=1.0) or 1.0
     fig, axes = plt.subplots(1, len(matrices), figsize=(4.2 * len(matrices) + 0.6, 4.8), dpi=120, squeeze=False)
     for ax, (variant, m) in zip(axes[0], matrices.items()):
@@ -143,8 +142,14 @@ def _p2p_chart(plt, run: dict, matrices: dict, path: Path) -> Path:
         ax.set_xlabel("destination GPU")
         ax.set_ylabel("source GPU")
         ax.set_title(f"{variant} (GB/s)", fontsize=9)
+    return _save(plt, fig, run, "GPU-to-GPU copies", path)
+
+
+def _save(plt, fig, run: dict, what: str, path: Path) -> Path:
+    """A chart of several panels, titled with the run's device, backend and driver, written to `path`."""
+    device = run["device"]
     driver = f", driver {device['driver']}" if device.get("driver") else ""
-    fig.suptitle(f"{device['name']} ({run['backend']}{driver}): GPU-to-GPU copies", fontsize=10)
+    fig.suptitle(f"{device['name']} ({run['backend']}{driver}): {what}", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -155,18 +160,20 @@ def _p2p_chart(plt, run: dict, matrices: dict, path: Path) -> Path:
 SM_MAPS = ("sm.fp32", "sm.l2_latency")
 
 
+def _series_over(r: dict, x: str) -> dict | None:
+    """An ok result's series over `x` with as many values as points, else None."""
+    series = r.get("series") or {}
+    y = series.get("y")
+    points = series.get(x) or []
+    if r.get("status") == "ok" and series.get("x") == x and y and points and len(series.get(y) or []) == len(points):
+        return series
+    return None
+
+
 def sm_maps(by_test: dict) -> list[tuple[str, dict]]:
     """The per-SM maps (sm.*) a run kept: (test, series) where the test is ok and its series
     holds a value per unit."""
-    found = []
-    for test in SM_MAPS:
-        r = by_test.get(test) or {}
-        series = r.get("series") or {}
-        y = series.get("y")
-        if r.get("status") == "ok" and series.get("x") == "unit" and y and len(series.get(y) or []) == len(
-                series.get("unit") or []) and series.get("unit"):
-            found.append((test, series))
-    return found
+    return [(test, series) for test in SM_MAPS if (series := _series_over(by_test.get(test) or {}, "unit"))]
 
 
 def _sm_chart(plt, run: dict, maps: list[tuple[str, dict]], path: Path) -> Path:
@@ -174,7 +181,6 @@ def _sm_chart(plt, run: dict, maps: list[tuple[str, dict]], path: Path) -> Path:
     median unit: the slowest outlined, its value and id named."""
     import math
     import numpy as np
-    device = run["device"]
     fig, axes = plt.subplots(len(maps), 1, figsize=(10, 2.2 + 1.6 * len(maps)), dpi=120, squeeze=False)
     for ax, (test, series) in zip(axes[:, 0], maps):
         y = series["y"]
@@ -200,32 +206,18 @@ def _sm_chart(plt, run: dict, maps: list[tuple[str, dict]], path: Path) -> Path:
         label = "ns" if slow_high else "TFLOPS"
         ax.set_title(f"{test}: each unit against the median {mid:.4g} {label} (id in the cell); slowest: unit"
                      f" {units[worst]}, {values[worst]:.4g} {label} ({share[worst]:.3f}x)", fontsize=9)
-    driver = f", driver {device['driver']}" if device.get("driver") else ""
-    fig.suptitle(f"{device['name']} ({run['backend']}{driver}): per-SM maps", fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, run, "per-SM maps", path)
 
 
 def burn_in_series(results: list[dict]) -> list[tuple[str, dict]]:
     """The burn-in time series a run kept: (test, series) of each ok result whose series runs
     over time_s."""
-    found = []
-    for r in results:
-        series = r.get("series") or {}
-        y = series.get("y")
-        if r.get("status") == "ok" and series.get("x") == "time_s" and y and len(series.get(y) or []) == len(
-                series.get("time_s") or []) and series.get("time_s"):
-            found.append((r["test"], series))
-    return found
+    return [(r["test"], series) for r in results if (series := _series_over(r, "time_s"))]
 
 
 def _burn_in_chart(plt, run: dict, found: list[tuple[str, dict]], path: Path) -> Path:
     """A row per test: its value over time against its median, with the clock, power and
     temperature where the series has them, and the stability summary in the title."""
-    device = run["device"]
     stability = {r["test"]: r.get("stability") or {} for r in run["results"]}
     fig, axes = plt.subplots(len(found), 1, figsize=(10, 2.6 * len(found) + 0.6), dpi=120, squeeze=False)
     for ax, (test, series) in zip(axes[:, 0], found):
@@ -250,13 +242,7 @@ def _burn_in_chart(plt, run: dict, found: list[tuple[str, dict]], path: Path) ->
         verdict = f"unstable: {s['unstable']}" if s.get("unstable") else "steady"
         ax.set_title(f"{test}: drift {s.get('drift_pct')}%, worst window {s.get('worst_window_pct')}% over"
                      f" {s.get('seconds')} s ({verdict})", fontsize=9)
-    driver = f", driver {device['driver']}" if device.get("driver") else ""
-    fig.suptitle(f"{device['name']} ({run['backend']}{driver}): burn-in", fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, run, "burn-in", path)
 
 
 def write(runs: list[dict], folder: str | Path) -> list[Path]:
