@@ -12,7 +12,7 @@ KERNEL = SmKernel("sm.comp", "main", unit_id="gl_SMIDNV (VK_NV_shader_sm_builtin
 
 def support(test, rt) -> str | None:
     """Where the driver names each workgroup's SM and lets it read the SM's clock."""
-    driver = rt.dev.driver_label if hasattr(rt, "dev") else rt.info.driver
+    driver = rt.dev.driver_label
     if not rt.caps.has("shaderSMBuiltins"):
         return (f"[driver] {EXT_SM_BUILTINS} (gl_SMIDNV) not exposed by {driver}: Vulkan names the unit a"
                 " workgroup runs on through this NVIDIA extension alone")

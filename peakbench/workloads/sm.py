@@ -132,8 +132,7 @@ class SmWorkload(Workload):
             self.words = chain(self.nodes, self.line_words)
             self.next = rt.alloc(self.words.nbytes)
             rt.upload(self.next, self.words)
-        self.readings: list[list[Unit]] = []      # each timed launch's units
-        self.seconds: list[float] = []            # and its GPU time
+        self.readings: list[tuple[list[Unit], float, int]] = []     # each launch's units, GPU time, size
         self.params = {"workgroup_size": self.block, "workgroups": self.groups, "units": self.units,
                        "unit_id": kernel.unit_id, "clock": kernel.clock,
                        "layout": (f"{CHASE_GROUPS_PER_UNIT} chases a unit, one invocation each, {STEPS} loads an"
@@ -153,10 +152,7 @@ class SmWorkload(Workload):
 
     def run(self, size: int) -> float:
         seconds = self.rt.launch(self.kernel, self.groups, self._args(size))
-        self.readings.append(units_of(self._records(), self.chase))
-        self.seconds.append(seconds)
-        del self.readings[:-64], self.seconds[:-64]
-        self.size = size
+        self.readings = self.readings[-63:] + [(units_of(self._records(), self.chase), seconds, size)]
         return seconds
 
     def items(self, size: int) -> int:
@@ -191,18 +187,17 @@ class SmWorkload(Workload):
 
     def observed(self, v) -> None:
         """Each sample becomes the slowest unit's value; the last sample's units the map."""
-        n = len(v.samples)
-        readings, seconds = self.readings[-n:], self.seconds[-n:]
-        mhz = v.clock_mhz or self._implied_mhz(readings[-1], seconds[-1])
-        values = [self._value(units, mhz) for units in readings]
-        problem, text = self._against_timer(readings, seconds, mhz)
+        readings = self.readings[-len(v.samples):]
+        mhz = v.clock_mhz or self._implied_mhz(*readings[-1][:2])
+        values = [self._value(units, mhz, size) for units, _, size in readings]
+        problem, text = self._against_timer(readings, mhz)
         v.evidence.setdefault("guards", {})["cycles"] = guards.verdict(problem, text)
         if problem:
             from peakbench.harness.runner import Failed
             raise Failed(guards.reason("cycles", problem))
         v.samples, v.summary = values, summarize(values)
-        last = readings[-1]
-        per = [self._unit_value(u, mhz) for u in last]
+        last, _, size = readings[-1]
+        per = [self._unit_value(u, mhz, size) for u in last]
         worst = (max if self.chase else min)(range(len(last)), key=lambda i: per[i])
         mid = median(per)
         v.params.update({"units_seen": len(last), "slowest_unit": last[worst].unit,
@@ -215,14 +210,14 @@ class SmWorkload(Workload):
                                 y: [round_significant(x, 5) for x in per], "workgroups": [u.groups for u in last],
                                 "cycles": [u.cycles for u in last]}
 
-    def _unit_value(self, u: Unit, mhz: float) -> float:
+    def _unit_value(self, u: Unit, mhz: float, size: int) -> float:
         if self.chase:
-            return u.cycles / (self.size * STEPS) / mhz * 1e3                   # ns a load
-        work = u.groups * self.block * self.size * self.unroll * self.acc * 2  # FLOPs
-        return work / u.cycles * mhz * 1e6 / 1e12                            # TFLOPS
+            return u.cycles / (size * STEPS) / mhz * 1e3                   # ns a load
+        work = u.groups * self.block * size * self.unroll * self.acc * 2  # FLOPs
+        return work / u.cycles * mhz * 1e6 / 1e12                       # TFLOPS
 
-    def _value(self, units: list[Unit], mhz: float) -> float:
-        per = [self._unit_value(u, mhz) for u in units]
+    def _value(self, units: list[Unit], mhz: float, size: int) -> float:
+        per = [self._unit_value(u, mhz, size) for u in units]
         return max(per) if self.chase else min(per)
 
     def _implied_mhz(self, units: list[Unit], seconds: float) -> float:
@@ -230,9 +225,9 @@ class SmWorkload(Workload):
         longest = max(u.cycles for u in units)
         return longest / seconds / 1e6 if seconds > 0 else 1.0
 
-    def _against_timer(self, readings, seconds, mhz: float) -> tuple[str | None, str]:
+    def _against_timer(self, readings, mhz: float) -> tuple[str | None, str]:
         """No unit's span longer than its launch (SPAN_OVER_LAUNCH), at the clock used."""
-        worst = max(max(u.cycles for u in units) / (mhz * 1e6) / s for units, s in zip(readings, seconds) if s > 0)
+        worst = max(max(u.cycles for u in units) / (mhz * 1e6) / s for units, s, _ in readings if s > 0)
         text = (f"the longest unit's cycles at {mhz:.0f} MHz span {worst:.3f}x its launch's GPU time"
                 f" ({len(readings)} launches)")
         if worst > SPAN_OVER_LAUNCH:
