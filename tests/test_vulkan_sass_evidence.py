@@ -364,6 +364,69 @@ def test_pipelines_made_through_the_device_are_matched_to_their_records(vulkan_b
         cache.close()
 
 
+@needs_zstd
+@needs_nvdisasm
+def test_compiling_ahead_leaves_each_pipelines_listing_done_for_the_run(vulkan_backend, temp, monkeypatch, tmp_path):
+    """prefetch() from several threads at once, posing as an H200 whose driver takes a while to
+    write each pipeline's record: every pipeline is matched to its own one record, disassembled
+    there, and the run's pipeline then finds its listing without another nvdisasm."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+    import vulkan as vk
+    from peakbench.vulkan.device import VulkanDevice
+    from peakbench.vulkan.runtime import VulkanRuntime
+    monkeypatch.setenv("PEAKBENCH_CACHE", str(tmp_path / "cache"))      # no listing from an earlier run
+    cache = dc.DriverCache(environ={})
+    driver = FakeDriver(cache.folder)
+    made, real = [], vk.vkCreateComputePipelines
+
+    def create(*args):
+        handle = real(*args)
+        time.sleep(0.05)                           # another thread's creation would land in between
+        driver.write(*([0, 1] if not made else [1]))
+        made.append(threading.current_thread().name)
+        return handle
+
+    monkeypatch.setattr(vk, "vkCreateComputePipelines", create)
+    monkeypatch.setattr(VulkanDevice, "_statistics", lambda self, handle, label: {})
+    calls, disassemble = [], ns.disassemble
+    monkeypatch.setattr(ns, "disassemble", lambda c, arch: calls.append(len(c)) or disassemble(c, arch))
+    info, caps = vulkan_backend._probed[0]
+    rt = VulkanRuntime(VulkanDevice(vulkan_backend._physical[0], H200, caps, cache))
+    try:
+        layouts = ("", "b", "bb", "bbu")           # one code, four pipelines to the driver
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda args: rt.prefetch("empty.comp", {}, block=256, args=args), layouts))
+        assert len(made) == 4 and len(set(made)) > 1 and calls == [10112] * 4     # a record each
+        kernel = rt.compile("empty.comp", {}, block=256, args="bb", label="compute.fp32-x1u64")
+        evidence = rt.evidence(kernel)
+        rt.discard(kernel)
+        assert len(calls) == 4 and evidence["sass"]["loop_mix"]["FFMA.FTZ"] == 512
+        assert "sass_note" not in evidence
+    finally:
+        rt.close()
+        cache.close()
+
+
+def test_on_other_drivers_compiling_ahead_makes_no_pipeline(vulkan_backend, monkeypatch):
+    """Where no machine code can be read (lavapipe), prefetch() stops at the SPIR-V."""
+    if vulkan_backend.devices()[0].vendor_id == dc.NVIDIA:
+        pytest.skip("device 0 is NVIDIA's")
+    import vulkan as vk
+    from peakbench.vulkan.device import VulkanDevice
+    from peakbench.vulkan.runtime import VulkanRuntime
+    made = []
+    monkeypatch.setattr(vk, "vkCreateComputePipelines", lambda *args: made.append(args))
+    info, caps = vulkan_backend._probed[0]
+    rt = VulkanRuntime(VulkanDevice(vulkan_backend._physical[0], info, caps))
+    try:
+        rt.prefetch("empty.comp", {}, block=256, args="bb")
+        assert made == []
+    finally:
+        rt.close()
+
+
 def test_lavapipe_results_carry_the_note_and_nothing_else_changes(vulkan_backend, tmp_path):
     if vulkan_backend.devices()[0].vendor_id == dc.NVIDIA:
         pytest.skip("device 0 is NVIDIA's")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -88,6 +89,9 @@ class VulkanDevice:
         self._staging: Buffer | None = None        # uploads and downloads go through it
         self._mapped: np.ndarray | None = None     # its bytes, mapped
         self._pipelines: list[Pipeline] = []
+        # The driver's cache records are matched to a pipeline by what its creation appended, so
+        # creations from several threads (compile-ahead) take turns.
+        self._creating = threading.Lock()
         self.command_pool = self.fence = self.query_pool = self.clock = None
         self.launch_split = None       # where submit_times's time went (RawLaunch)
         self._create_device()
@@ -299,26 +303,40 @@ class VulkanDevice:
                  | vk.VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR) if capture else 0
         stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=module,
                                                    pName="main", pSpecializationInfo=spec)
-        before = self.code.mark()
-        try:
-            handle = vk.vkCreateComputePipelines(d, None, 1, [vk.VkComputePipelineCreateInfo(
-                flags=flags, stage=stage, layout=layout)], None)[0]
-        except vk.VkError as e:
-            vk.vkDestroyPipelineLayout(d, layout, None)
-            vk.vkDestroyDescriptorSetLayout(d, set_layout, None)
-            vk.vkDestroyShaderModule(d, module, None)
-            raise VulkanError(f"vkCreateComputePipelines failed: {type(e).__name__}") from None
+        with self._creating:
+            before = self.code.mark()
+            try:
+                handle = vk.vkCreateComputePipelines(d, None, 1, [vk.VkComputePipelineCreateInfo(
+                    flags=flags, stage=stage, layout=layout)], None)[0]
+            except vk.VkError as e:
+                vk.vkDestroyPipelineLayout(d, layout, None)
+                vk.vkDestroyDescriptorSetLayout(d, set_layout, None)
+                vk.vkDestroyShaderModule(d, module, None)
+                raise VulkanError(f"vkCreateComputePipelines failed: {type(e).__name__}") from None
+            code_found = self.code.created(before, fingerprint(code, local_size, bindings, push_bytes, flags),
+                                           local_size)
         pool = dset = None
         if bindings:
             pool = vk.vkCreateDescriptorPool(d, vk.VkDescriptorPoolCreateInfo(maxSets=1, pPoolSizes=[
                 vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=bindings)]), None)
             dset = vk.vkAllocateDescriptorSets(d, vk.VkDescriptorSetAllocateInfo(
                 descriptorPool=pool, pSetLayouts=[set_layout]))[0]
-        code_found = self.code.created(before, fingerprint(code, local_size, bindings, push_bytes, flags), local_size)
         stats = self._statistics(handle, label) if capture else {}
         p = Pipeline(handle, layout, set_layout, pool, dset, module, stats, code_found, label)
         self._pipelines.append(p)
         return p
+
+    def disassemble_ahead(self, code: bytes, bindings: int, local_size: int, push_bytes: int, label: str) -> None:
+        """Make the pipeline once and disassemble the machine code the driver's cache shows for it,
+        on this thread (compile-ahead), so the run's pipeline finds its listing done; nothing where
+        there is no machine code to read (PipelineCode.note)."""
+        if self.code.note:
+            return
+        p = self.pipeline(code, bindings, local_size, push_bytes, label)
+        try:
+            self.code.disassemble_now(p.code)
+        finally:
+            self.destroy(p)
 
     def sass(self, p: Pipeline) -> str:
         """The pipeline's SASS listing, once disassembled ("" where there is none); with

@@ -21,7 +21,9 @@ driver's pipeline executable statistics.
 Disassembly costs nvdisasm's start (~0.3 s), so it runs on worker threads while the pipeline is
 measured, and its listing is cached (peakbench/cache.py) for the next run: the `sass` dict of
 evidence() is completed in place when the pipeline is destroyed (the workloads destroy theirs
-before their result is built), or by disassemble().
+before their result is built), or by disassemble(). Compile-ahead makes each planned pipeline once
+before the run and disassembles it on its own thread (disassemble_now): the sass guard waits for
+a listing before a test's first launch, which cold would be one nvdisasm start a test.
 """
 from __future__ import annotations
 
@@ -228,6 +230,13 @@ class PipelineCode:
                 self._pool = self._pool or ThreadPoolExecutor(max_workers=DISASSEMBLERS, thread_name_prefix="nvdisasm")
                 self._listings[e.key] = self._pool.submit(_listing, e.code, self.arch)
         return {"sass": code.sass, **({"sass_note": code.note} if code.note else {})}
+
+    def disassemble_now(self, code: Code) -> None:
+        """The code's listing made on this thread, for evidence() to find done."""
+        if code.entry is not None and code.entry.key not in self._listings:
+            done: Future = Future()
+            done.set_result(_listing(code.entry.code, self.arch))
+            self._listings[code.entry.key] = done
 
     def finish(self, code: Code) -> str:
         """Wait for the pipeline's disassembly and complete its `sass`; the listing ("" if none)."""

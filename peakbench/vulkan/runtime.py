@@ -16,6 +16,11 @@ from peakbench.vulkan.shaders import compile_shader
 CPU_ROUNDS = 128
 
 
+def layout(args: str) -> tuple[int, int]:
+    """A kernel's descriptor bindings (its buffers, "b") and push-constant bytes (its scalars, "u")."""
+    return args.count("b"), max(4, 4 * args.count("u"))
+
+
 class VulkanRuntime:
     dialect = "vulkan"
     arch = ""
@@ -39,10 +44,14 @@ class VulkanRuntime:
 
     def prefetch(self, source: str, defines: dict, entry: str = "main", block: int = 1, args: str = "",
                  label: str = "") -> None:
-        """What compile() makes before the driver: the validated SPIR-V and its census, into the
-        cache, from any thread (harness/ahead.py). The driver's pipeline is made in the run."""
+        """What compile() makes, from any thread (harness/ahead.py): the validated SPIR-V and its
+        census into the cache, and where the driver's cache shows machine code, the pipeline's
+        disassembly (its pipeline is made again in the run, from the driver's cache)."""
         from peakbench.evidence.spirv import census
-        census(compile_shader(source, defines))
+        code = compile_shader(source, defines)
+        census(code)
+        bindings, push_bytes = layout(args)
+        self.dev.disassemble_ahead(code, bindings, block, push_bytes, label or source)
 
     def load(self, code: bytes, block: int, args: str, label: str) -> Kernel:
         """A pipeline from validated SPIR-V (the matrix modules are rewritten before this). The
@@ -52,9 +61,8 @@ class VulkanRuntime:
         if self._census_pool is None:
             self._census_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spirv-census")
         counted = self._census_pool.submit(census, code)
-        scalars = args.count("u")
-        pipeline = self.dev.pipeline(code, bindings=args.count("b"), local_size=block,
-                                     push_bytes=max(4, 4 * scalars), label=label)
+        bindings, push_bytes = layout(args)
+        pipeline = self.dev.pipeline(code, bindings=bindings, local_size=block, push_bytes=push_bytes, label=label)
         return Kernel(label, pipeline, block, code, extra={"bound": None, "census": counted})
 
     def discard(self, kernel: Kernel) -> None:
