@@ -189,3 +189,23 @@ def test_a_burn_in_is_drawn_over_time_with_its_telemetry_and_stability(tmp_path,
     assert [f.name for f in files] == ["cuda0-test-gpu-burn-in.png"]
     assert [title for title, _, _ in shown["cuda0-test-gpu-burn-in.png"]] == [
         "compute.fp32: drift -2.9%, worst window -1.8% over 10.0 s (steady)"]
+
+
+def test_svgs_are_the_same_charts_as_text_and_the_same_every_time():
+    pytest.importorskip("matplotlib")
+    run = sweep_run([9000.0, 9100.0, 9050.0, 7000.0, 5000.0, 4700.0, 4720.0, 4718.0],
+                    [20.4, 20.5, 20.3, 146.0, 147.0, 351.0, 352.0, 351.6])
+    drawn = plots.svgs(run)
+    assert [kind for kind, _ in drawn] == ["latency", "bandwidth"]
+    latency = drawn[0][1]
+    assert latency.lstrip().startswith("<?xml") and "</svg>" in latency
+    # svg.fonttype none: the labels stay text, not glyph outlines
+    assert "L1 20.4 ns" in latency and "DRAM 352 ns" in latency and "<image" not in latency
+    assert plots.svgs(run) == drawn             # no date, ids from a fixed salt
+
+
+def test_figures_draws_each_chart_once_for_png_and_svg_alike():
+    pytest.importorskip("matplotlib")
+    run = sweep_run([1.0] * 8, [10.0] * 8)
+    assert [kind for kind, _ in plots.figures(run)] == ["latency", "bandwidth"]
+    assert plots.figures({"backend": "cuda", "device": {"name": "GPU"}, "results": []}) == []

@@ -1,10 +1,13 @@
-"""PNG charts of the working-set sweeps (latency and bandwidth), levels marked: the latency of
+"""Charts of the working-set sweeps (latency and bandwidth), levels marked: the latency of
 each level the chase found, and on the bandwidth chart the same levels' working sets with the
-read rate over them; the host transfers over their sizes; and the GPU-to-GPU matrix of
-transfer.p2p as a heat map per variant, each pair's GB/s written in its cell. Needs matplotlib
-(pip install 'peakbench[plot]'); imported only for --plot."""
+read rate over them; the host transfers over their sizes; the GPU-to-GPU matrix of transfer.p2p
+as a heat map per variant, each pair's GB/s written in its cell; the per-SM maps and a burn-in's
+time series. figures() draws a run's charts once; write() saves them as PNG files (--plot),
+svgs() as SVG text for a page (report/html.py). Needs matplotlib (pip install 'peakbench[plot]');
+imported only for --plot and --html."""
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 from statistics import median
@@ -92,26 +95,68 @@ def transfer_sweeps(by_test: dict) -> list[tuple[str, list, list]]:
     return out
 
 
-def _transfer_chart(plt, FuncFormatter, run: dict, sweeps, path: Path) -> Path:
+def _figure(rows: int = 1, cols: int = 1, figsize=(8, 4.5)):
+    """A figure outside pyplot's state (nothing to close: it is freed when dropped) and its grid
+    of axes."""
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=figsize, dpi=120)
+    return fig, fig.subplots(rows, cols, squeeze=False)
+
+
+def _heading(run: dict, what: str) -> str:
     device = run["device"]
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
-    unit, size = scale(max(max(y) for _, _, y in sweeps))
-    for test, x, y in sweeps:
-        ax.plot(x, [v / size for v in y], marker="o", ms=3, lw=1.5, label=test)
+    driver = f", driver {device['driver']}" if device.get("driver") else ""
+    return f"{device['name']} ({run['backend']}{driver}): {what}"
+
+
+def _bytes_axis(ax, label: str) -> None:
+    from matplotlib.ticker import FuncFormatter
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _bytes_label(v)))
     ax.tick_params(axis="x", labelrotation=45)
-    ax.set_xlabel("transfer size")
-    ax.set_ylabel(f"host link ({unit})")
-    ax.legend(fontsize=8)
-    driver = f", driver {device['driver']}" if device.get("driver") else ""
-    ax.set_title(f"{device['name']} ({run['backend']}{driver}): host transfers")
+    ax.set_xlabel(label)
+
+
+def _sweep_chart(run: dict, kind: str, series: dict, key: str, units, levels):
+    """A working-set sweep: latency with a line at each level the chase found, or the read
+    bandwidth with each level's working sets shaded and its rate written."""
+    unit, size = scale(max(series[key]), units)
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    ax.plot(series["working_set_bytes"], [v / size for v in series[key]], marker="o", ms=3, lw=1.5)
+    _bytes_axis(ax, "working set")
+    if kind == "latency":
+        ax.set_ylabel(f"load-to-use latency ({unit})")
+        ax.set_yscale("log")
+        for label, ns in levels:
+            ax.axhline(ns / size, color="grey", lw=0.8, ls="--")
+            ax.annotate(f"{label} {time_label(ns)}", (series["working_set_bytes"][0], ns / size),
+                        textcoords="offset points", xytext=(2, 3), fontsize=8, color="dimgrey")
+    else:
+        ax.set_ylabel(f"read bandwidth ({unit})")
+        for i, (label, first, last, gbs) in enumerate(levels):
+            ax.axvspan(first, last, color="tab:blue", alpha=0.06 if i % 2 else 0.12, lw=0)
+            ax.annotate(f"{label} {rate_label(gbs)}", (first, gbs / size), textcoords="offset points",
+                        xytext=(2, 4), fontsize=8, color="dimgrey")
+    ax.set_title(_heading(run, kind))
     ax.grid(True, which="major", alpha=0.3)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return fig
+
+
+def _transfer_chart(run: dict, sweeps):
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    unit, size = scale(max(max(y) for _, _, y in sweeps))
+    for test, x, y in sweeps:
+        ax.plot(x, [v / size for v in y], marker="o", ms=3, lw=1.5, label=test)
+    _bytes_axis(ax, "transfer size")
+    ax.set_ylabel(f"host link ({unit})")
+    ax.legend(fontsize=8)
+    ax.set_title(_heading(run, "host transfers"))
+    ax.grid(True, which="major", alpha=0.3)
+    fig.tight_layout()
+    return fig
 
 
 def p2p_matrices(by_test: dict) -> dict[str, list]:
@@ -123,14 +168,15 @@ def p2p_matrices(by_test: dict) -> dict[str, list]:
             and all(isinstance(row, list) and len(row) == len(m) for row in m)}
 
 
-def _p2p_chart(plt, run: dict, matrices: dict, path: Path) -> Path:
+def _p2p_chart(run: dict, matrices: dict):
     import numpy as np
+    from matplotlib import colormaps
     top = max((x for m in matrices.values() for row in m for x in row if x is not None), default=1.0) or 1.0
-    fig, axes = plt.subplots(1, len(matrices), figsize=(4.2 * len(matrices) + 0.6, 4.8), dpi=120, squeeze=False)
+    fig, axes = _figure(1, len(matrices), figsize=(4.2 * len(matrices) + 0.6, 4.8))
     for ax, (variant, m) in zip(axes[0], matrices.items()):
         n = len(m)
         grid = np.array([[np.nan if x is None else x for x in row] for row in m], dtype=float)
-        ax.imshow(grid, cmap=plt.get_cmap("viridis").with_extremes(bad="lightgrey"), vmin=0, vmax=top)
+        ax.imshow(grid, cmap=colormaps["viridis"].with_extremes(bad="lightgrey"), vmin=0, vmax=top)
         for a in range(n):
             for b in range(n):
                 text = "" if a == b else "none" if m[a][b] is None else f"{m[a][b]:.0f}"
@@ -142,19 +188,14 @@ def _p2p_chart(plt, run: dict, matrices: dict, path: Path) -> Path:
         ax.set_xlabel("destination GPU")
         ax.set_ylabel("source GPU")
         ax.set_title(f"{variant} (GB/s)", fontsize=9)
-    return _save(plt, fig, run, "GPU-to-GPU copies", path)
+    return _titled(fig, run, "GPU-to-GPU copies")
 
 
-def _save(plt, fig, run: dict, what: str, path: Path) -> Path:
-    """A chart of several panels, titled with the run's device, backend and driver, written to `path`."""
-    device = run["device"]
-    driver = f", driver {device['driver']}" if device.get("driver") else ""
-    fig.suptitle(f"{device['name']} ({run['backend']}{driver}): {what}", fontsize=10)
+def _titled(fig, run: dict, what: str):
+    """A chart of several panels, titled with the run's device, backend and driver."""
+    fig.suptitle(_heading(run, what), fontsize=10)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return fig
 
 
 SM_MAPS = ("sm.fp32", "sm.l2_latency")
@@ -176,12 +217,14 @@ def sm_maps(by_test: dict) -> list[tuple[str, dict]]:
     return [(test, series) for test in SM_MAPS if (series := _series_over(by_test.get(test) or {}, "unit"))]
 
 
-def _sm_chart(plt, run: dict, maps: list[tuple[str, dict]], path: Path) -> Path:
+def _sm_chart(run: dict, maps: list[tuple[str, dict]]):
     """Each map as a heat map of the units in id order, `columns` a row, each unit's share of the
     median unit: the slowest outlined, its value and id named."""
     import math
     import numpy as np
-    fig, axes = plt.subplots(len(maps), 1, figsize=(10, 2.2 + 1.6 * len(maps)), dpi=120, squeeze=False)
+    from matplotlib import colormaps
+    from matplotlib.patches import Rectangle
+    fig, axes = _figure(len(maps), 1, figsize=(10, 2.2 + 1.6 * len(maps)))
     for ax, (test, series) in zip(axes[:, 0], maps):
         y = series["y"]
         order = sorted(range(len(series["unit"])), key=lambda i: series["unit"][i])
@@ -195,10 +238,10 @@ def _sm_chart(plt, run: dict, maps: list[tuple[str, dict]], path: Path) -> Path:
         grid[:len(units)] = share
         slow_high = y == "ns"                      # latency: the highest is the slowest
         spread = max(0.02, float(np.nanmax(np.abs(share - 1))))
-        cmap = plt.get_cmap("RdYlGn_r" if slow_high else "RdYlGn").with_extremes(bad="white")
+        cmap = colormaps["RdYlGn_r" if slow_high else "RdYlGn"].with_extremes(bad="white")
         ax.imshow(grid.reshape(rows, columns), cmap=cmap, vmin=1 - spread, vmax=1 + spread, aspect="auto")
         worst = int(np.argmax(values) if slow_high else np.argmin(values))
-        ax.add_patch(plt.Rectangle((worst % columns - 0.5, worst // columns - 0.5), 1, 1, fill=False, lw=2, ec="black"))
+        ax.add_patch(Rectangle((worst % columns - 0.5, worst // columns - 0.5), 1, 1, fill=False, lw=2, ec="black"))
         for i, u in enumerate(units):
             ax.annotate(str(u), (i % columns, i // columns), ha="center", va="center", fontsize=6)
         ax.set_xticks([])
@@ -206,7 +249,7 @@ def _sm_chart(plt, run: dict, maps: list[tuple[str, dict]], path: Path) -> Path:
         label = "ns" if slow_high else "TFLOPS"
         ax.set_title(f"{test}: each unit against the median {mid:.4g} {label} (id in the cell); slowest: unit"
                      f" {units[worst]}, {values[worst]:.4g} {label} ({share[worst]:.3f}x)", fontsize=9)
-    return _save(plt, fig, run, "per-SM maps", path)
+    return _titled(fig, run, "per-SM maps")
 
 
 def burn_in_series(results: list[dict]) -> list[tuple[str, dict]]:
@@ -215,11 +258,11 @@ def burn_in_series(results: list[dict]) -> list[tuple[str, dict]]:
     return [(r["test"], series) for r in results if (series := _series_over(r, "time_s"))]
 
 
-def _burn_in_chart(plt, run: dict, found: list[tuple[str, dict]], path: Path) -> Path:
+def _burn_in_chart(run: dict, found: list[tuple[str, dict]]):
     """A row per test: its value over time against its median, with the clock, power and
     temperature where the series has them, and the stability summary in the title."""
     stability = {r["test"]: r.get("stability") or {} for r in run["results"]}
-    fig, axes = plt.subplots(len(found), 1, figsize=(10, 2.6 * len(found) + 0.6), dpi=120, squeeze=False)
+    fig, axes = _figure(len(found), 1, figsize=(10, 2.6 * len(found) + 0.6))
     for ax, (test, series) in zip(axes[:, 0], found):
         y, t = series["y"], series["time_s"]
         values = series[y]
@@ -242,75 +285,66 @@ def _burn_in_chart(plt, run: dict, found: list[tuple[str, dict]], path: Path) ->
         verdict = f"unstable: {s['unstable']}" if s.get("unstable") else "steady"
         ax.set_title(f"{test}: drift {s.get('drift_pct')}%, worst window {s.get('worst_window_pct')}% over"
                      f" {s.get('seconds')} s ({verdict})", fontsize=9)
-    return _save(plt, fig, run, "burn-in", path)
+    return _titled(fig, run, "burn-in")
+
+
+def figures(run: dict) -> list[tuple[str, object]]:
+    """The charts of one run, each as (kind, matplotlib Figure): `latency`, `bandwidth`,
+    `transfer`, `p2p`, `sm`, `burn-in`, for the sweeps, matrices, maps and time series it has
+    (none for a run without them)."""
+    by_test = {r["test"]: r for r in run["results"]}
+    out = []
+    latency = next((r for r in run["results"] if r["test"].startswith("latency.") and _sweep(r, "ns")), None)
+    if latency:
+        levels = [(t.split(".")[1].upper(), by_test[t]["value"]) for t in LEVELS
+                  if by_test.get(t, {}).get("status") == "ok" and by_test[t].get("value")]
+        out.append(("latency", _sweep_chart(run, "latency", latency["series"], "ns", TIMES, levels)))
+    read = by_test.get("memory.read")
+    if read and _sweep(read, "GB/s"):
+        out.append(("bandwidth", _sweep_chart(run, "bandwidth", read["series"], "GB/s", RATES,
+                                              level_bandwidths(by_test))))
+    if sweeps := transfer_sweeps(by_test):
+        out.append(("transfer", _transfer_chart(run, sweeps)))
+    if matrices := p2p_matrices(by_test):
+        out.append(("p2p", _p2p_chart(run, matrices)))
+    if maps := sm_maps(by_test):
+        out.append(("sm", _sm_chart(run, maps)))
+    if burn_in := burn_in_series(run["results"]):
+        out.append(("burn-in", _burn_in_chart(run, burn_in)))
+    return out
 
 
 def write(runs: list[dict], folder: str | Path) -> list[Path]:
-    """One latency, one bandwidth, one host-transfer, one GPU-to-GPU, one per-SM and one burn-in
-    chart per run that has those sweeps, matrices, maps or time series; returns the files (none, and no folder made, when no run has one)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
-
+    """Each run's charts as `<backend><index>-<device>-<kind>.png` in `folder`; returns the files
+    (none, and no folder made, when no run has a chart)."""
     folder = Path(folder)
     written = []
     for run in runs:
-        by_test = {r["test"]: r for r in run["results"]}
         device = run["device"]
         name = f"{run['backend']}{device.get('index', 0)}-{_slug(device['name'])}"
-        charts = []
-        latency = next((r for r in run["results"] if r["test"].startswith("latency.") and _sweep(r, "ns")), None)
-        if latency:
-            levels = [(t.split(".")[1].upper(), by_test[t]["value"]) for t in LEVELS
-                      if by_test.get(t, {}).get("status") == "ok" and by_test[t].get("value")]
-            charts.append(("latency", latency["series"], "ns", TIMES, levels))
-        read = by_test.get("memory.read")
-        if read and _sweep(read, "GB/s"):
-            charts.append(("bandwidth", read["series"], "GB/s", RATES, level_bandwidths(by_test)))
-        for kind, series, key, units, levels in charts:
-            unit, size = scale(max(series[key]), units)
-            fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
-            ax.plot(series["working_set_bytes"], [v / size for v in series[key]], marker="o", ms=3, lw=1.5)
-            ax.set_xscale("log", base=2)
-            ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _bytes_label(x)))
-            ax.tick_params(axis="x", labelrotation=45)
-            ax.set_xlabel("working set")
-            if kind == "latency":        # each level the chase found, as a line at its latency
-                ax.set_ylabel(f"load-to-use latency ({unit})")
-                ax.set_yscale("log")
-                for label, ns in levels:
-                    ax.axhline(ns / size, color="grey", lw=0.8, ls="--")
-                    ax.annotate(f"{label} {time_label(ns)}", (series["working_set_bytes"][0], ns / size),
-                                textcoords="offset points", xytext=(2, 3), fontsize=8, color="dimgrey")
-            else:                        # the chase's levels, shaded, with the read rate over each
-                ax.set_ylabel(f"read bandwidth ({unit})")
-                for i, (label, first, last, gbs) in enumerate(levels):
-                    ax.axvspan(first, last, color="tab:blue", alpha=0.06 if i % 2 else 0.12, lw=0)
-                    ax.annotate(f"{label} {rate_label(gbs)}", (first, gbs / size), textcoords="offset points",
-                                xytext=(2, 4), fontsize=8, color="dimgrey")
-            driver = f", driver {device['driver']}" if device.get("driver") else ""
-            ax.set_title(f"{device['name']} ({run['backend']}{driver}): {kind}")
-            ax.grid(True, which="major", alpha=0.3)
-            fig.tight_layout()
+        for kind, fig in figures(run):
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"{name}-{kind}.png"
             fig.savefig(path)
-            plt.close(fig)
             written.append(path)
-        sweeps = transfer_sweeps(by_test)
-        if sweeps:
-            written.append(_transfer_chart(plt, FuncFormatter, run, sweeps, folder / f"{name}-transfer.png"))
-        matrices = p2p_matrices(by_test)
-        if matrices:
-            written.append(_p2p_chart(plt, run, matrices, folder / f"{name}-p2p.png"))
-        maps = sm_maps(by_test)
-        if maps:
-            written.append(_sm_chart(plt, run, maps, folder / f"{name}-sm.png"))
-        burn_in = burn_in_series(run["results"])
-        if burn_in:
-            written.append(_burn_in_chart(plt, run, burn_in, folder / f"{name}-burn-in.png"))
     return written
+
+
+# Text stays text (small, searchable, in the page's own fonts); ids are hashed from a fixed salt,
+# so one run always gives the same page.
+SVG_RC = {"svg.fonttype": "none", "svg.hashsalt": "peakbench"}
+
+
+def svgs(run: dict) -> list[tuple[str, str]]:
+    """One run's charts as (kind, SVG text), for a page to inline."""
+    import matplotlib
+    out = []
+    with matplotlib.rc_context(SVG_RC):
+        for kind, fig in figures(run):
+            buf = io.StringIO()
+            fig.savefig(buf, format="svg", metadata={"Date": None})
+            out.append((kind, buf.getvalue()))
+    return out
 
 
 def _sweep(result: dict, key: str) -> bool:
