@@ -28,7 +28,7 @@ from peakbench.harness import visible
 from peakbench.harness.runner import BURN_IN_S, PROFILES, Settings
 from peakbench.harness.session import Session, describe
 from peakbench.report import compare as compare_mod
-from peakbench.report.result import (Output, ResultFileError, check_writable, load_json, new_document,
+from peakbench.report.result import (Output, ResultFileError, check_writable, document, load_json, new_document,
                                      refuse_inputs, unfinished)
 from peakbench.selection import UsageError, check_shaders, parse_backends, select_tests
 from peakbench.specs import SpecError, load_database, resolve, find
@@ -36,7 +36,7 @@ from peakbench.specs import SpecError, load_database, resolve, find
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 LIST_WIDTH = 100
 RUN_OPTIONS = ("backend", "device", "sequential", "alone_first", "tests", "quick", "profile", "duration", "json", "csv", "markdown",
-               "prometheus", "history", "plot", "spec")
+               "prometheus", "history", "plot", "html", "spec")
 
 
 class Parser(argparse.ArgumentParser):
@@ -54,7 +54,8 @@ def build_parser() -> Parser:
     p = Parser(prog="peakbench", description="GPU peak throughput, next to the vendor's spec sheet. "
                "Subcommands: `peakbench compare A.json B.json ...`, `peakbench explain RESULT.json [TEST ...]`, "
                "`peakbench specs [NAME]`, "
-               "`peakbench fleet RESULT.json ...`, `peakbench ray [--address ADDR] [run options]`.")
+               "`peakbench fleet RESULT.json ...`, `peakbench ray [--address ADDR] [run options]`, "
+               "`peakbench report RESULT.json ... --html FILE`.")
     p.add_argument("--backend", default="all",
                    help="vulkan, cuda, rocm, all (those that are available), or a comma list (default: all)")
     p.add_argument("--device", default="0", help="device index N, or all: every device at the same time, "
@@ -78,6 +79,8 @@ def build_parser() -> Parser:
     p.add_argument("--history", metavar="DIR", help="keep each GPU's record under DIR/<UUID>/ for "
                    "`peakbench fleet --history DIR` (never overwrites)")
     p.add_argument("--plot", metavar="DIR", help="write PNG charts of the latency and bandwidth sweeps (needs matplotlib)")
+    p.add_argument("--html", metavar="FILE", help="write the run as one self-contained HTML page, at the end "
+                   "(needs the [report] extra)")
     p.add_argument("--spec", metavar="NAME|FILE", help="use this spec database entry, or add GPUs from a file")
     p.add_argument("--list-devices", action="store_true", help="list the devices of each backend")
     p.add_argument("--list-tests", action="store_true", help="list the test catalog")
@@ -179,6 +182,54 @@ def cmd_compare(argv: list[str]) -> int:
     return EXIT_FAILED if problems else EXIT_OK
 
 
+def cmd_report(argv: list[str]) -> int:
+    """`peakbench report FILE... --html PAGE`: the files as one page (report/html.py says which
+    page); written whole or not at all. Exit 0 when written, whatever the page shows."""
+    from peakbench.report import html
+    p = Parser(prog="peakbench report", description="result files as one self-contained HTML page: one run, "
+               "runs side by side, or a fleet's heat map (3 or more GPUs of one model and backend)")
+    p.add_argument("files", nargs="+", metavar="RESULT.json", help="peakbench --json outputs")
+    p.add_argument("--html", metavar="FILE", required=True, help="the page to write; - for standard output")
+    args = p.parse_args(argv)
+    out = html_output(args.html)
+    refuse_inputs({"--html": out}, {f"the input {f}": f for f in args.files})
+    docs = [(f, load_json(f)) for f in args.files]
+    page = html.report(docs, [html.file_source(f, doc) for f, doc in docs])
+    out.write(page)
+    if out.fd is None:
+        progress(f"html: {args.html} ({html.page_kind(docs)} page)")
+    return EXIT_OK
+
+
+def html_output(name: str) -> Output:
+    """--html's target, checked before anything is read or run; the [report] extra must be there."""
+    from peakbench.report import html
+    if problem := html.available():
+        raise UsageError(problem)
+    if not name.strip():
+        raise UsageError("--html needs a file name")
+    return check_writable(name)
+
+
+def write_html(session: Session, out: Output, json_out: Output | None) -> bool:
+    """The run's page, from the document --json writes at the end (the same bytes, so the page's
+    sha256 names that file); one line and False when it cannot be made or written."""
+    from peakbench.report import html, verdict
+    doc = document(session.runs, session.base, session.signum is not None, complete=session.complete)
+    verdict.refine(doc["runs"])
+    try:
+        out.write(html.run_report(doc, json_out.name if json_out is not None and json_out.fd is None else None))
+    except ResultFileError as e:
+        progress(f"peakbench: error: {e}")
+        return False
+    except Exception as e:       # drawing or templating: the run's other outputs are written already
+        progress(f"peakbench: error: --html {out.name}: {describe(e)}")
+        return False
+    if out.fd is None:
+        progress(f"html: {out.name}")
+    return True
+
+
 def cmd_explain(argv: list[str]) -> int:
     from peakbench.report import explain
     p = Parser(prog="peakbench explain", description="why each result is what it is: the chain behind its limit")
@@ -192,11 +243,11 @@ def cmd_explain(argv: list[str]) -> int:
 def resolve_outputs(args) -> dict[str, Output]:
     """Each output's target, checked writable; two options that write one file are a usage error."""
     outputs: dict[str, Output] = {}
-    for option in ("--json", "--csv", "--markdown", "--prometheus"):
+    for option in ("--json", "--csv", "--markdown", "--prometheus", "--html"):
         name = getattr(args, option[2:])
         if name is None:
             continue
-        out = check_writable(name)
+        out = html_output(name) if option == "--html" else check_writable(name)
         for other, seen in outputs.items():
             if seen.key == out.key:
                 raise UsageError(f"{other} {seen.name} and {option} {name} are the same file")
@@ -258,7 +309,8 @@ def cmd_run(args) -> int:
         raise UsageError("--alone-first needs --device all without --sequential (it compares each GPU alone"
                          " with all of them at once)")
     for option, path in (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown),
-                         ("--prometheus", args.prometheus), ("--plot", args.plot), ("--spec", args.spec)):
+                         ("--prometheus", args.prometheus), ("--plot", args.plot), ("--html", args.html),
+                         ("--spec", args.spec)):
         if path is not None and not path.strip():
             raise UsageError(f"{option} needs a file name")
     if args.history is not None:
@@ -297,6 +349,8 @@ def cmd_run(args) -> int:
         for b in backends:
             b.close()
     session.write_outputs(tables, args.plot)
+    if "--html" in outputs and not write_html(session, outputs["--html"], outputs.get("--json")):
+        session.failed = True
     if session.signum is not None:
         return 128 + session.signum
     return EXIT_FAILED if session.failed else EXIT_OK
@@ -315,6 +369,8 @@ def _main(argv: list[str]) -> int:
                 return cmd_compare(argv[1:])
             if argv and argv[0] == "explain":
                 return cmd_explain(argv[1:])
+            if argv and argv[0] == "report":
+                return cmd_report(argv[1:])
             if argv and argv[0] == "fleet":
                 from peakbench.report import fleet
                 return fleet.main(argv[1:])

@@ -3,7 +3,8 @@
 # missing (Python 3.11+, venv, the Vulkan loader, and Mesa's lavapipe CPU driver when no Vulkan
 # driver is installed), then a virtual environment in .venv with peakbench and its pinned tools.
 #   scripts/setup.sh          for running peakbench
-#   scripts/setup.sh --test   also pytest and the Vulkan validation layer, for the test suite
+#   scripts/setup.sh --test   also pytest, the Vulkan validation layer and Chromium (the HTML pages'
+#                             browser tests), for the test suite
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want_tests=0
@@ -35,6 +36,10 @@ icds=$(ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json /usr/local/sha
 if [ "$want_tests" = 1 ] && ! ls /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json >/dev/null 2>&1; then
     packages+=(vulkan-validationlayers)
 fi
+# The HTML report's tests open the pages in headless Chromium.
+if [ "$want_tests" = 1 ] && ! command -v chromium >/dev/null; then
+    packages+=(chromium)
+fi
 if [ ${#packages[@]} -gt 0 ]; then
     echo "setup: installing system packages: ${packages[*]}" >&2
     $sudo apt-get update -qq
@@ -46,6 +51,6 @@ fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 extras="nvml"
-[ "$want_tests" = 1 ] && extras="nvml,plot,test"
+[ "$want_tests" = 1 ] && extras="nvml,plot,report,test"
 .venv/bin/python -m pip install -q -e ".[$extras]"
 echo "setup: ready (.venv/bin/peakbench)" >&2

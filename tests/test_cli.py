@@ -142,7 +142,8 @@ def test_the_document_records_the_options_and_that_it_was_not_interrupted(capsys
     assert doc["options"] == {"backend": "vulkan", "device": "0", "sequential": False, "alone_first": False, "tests": "compute.fp32", "quick": True,
                               "profile": None, "duration": None,
                               "json": str(files["json"]), "csv": str(files["csv"]),
-                              "markdown": str(files["md"]), "prometheus": None, "history": None, "plot": None, "spec": "NVIDIA H200 SXM"}
+                              "markdown": str(files["md"]), "prometheus": None, "history": None, "plot": None, "html": None,
+                              "spec": "NVIDIA H200 SXM"}
     assert doc["interrupted"] is False and doc["peakbench_version"]
 
 
