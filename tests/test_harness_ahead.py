@@ -112,3 +112,24 @@ def test_rocm_code_objects_made_ahead_are_the_ones_the_run_loads(rocm_device, fa
     request = ahead.requests(rocm_device, tests, Settings.quick())[0]
     kernel = rocm_device.rt.compile(request.source, dict(request.defines), request.entry, request.block)
     assert kernel.extra.get("cached") and len(rtc.programs) == compiled, "the run compiled it again"
+
+
+def test_the_slowest_request_is_named_as_the_floor_of_the_wait():
+    import time
+
+    class Slow:
+        """A device whose compiler takes 0.3 s for sfu.sin's kernel and 0.01 s for any other."""
+        def support(self, test):
+            return None
+
+        def variants(self, test):
+            return test.variants
+
+        def plan(self, test, variant, spec=None):
+            return [Request("k.comp", (), "main", 1, "", test.name)]
+
+        def prefetch(self, request):
+            time.sleep(0.3 if request.label == "sfu.sin" else 0.01)
+    made = ahead.compile_ahead(Slow(), quick_tests("compute.fp32", "sfu.sin", "sfu.rcp"), Settings.quick())
+    assert made.kernels == 3 and made.longest[0] == "sfu.sin" and 0.3 <= made.longest[1] <= made.seconds
+    assert "(the longest, sfu.sin, 0.3 s)" in made.describe()

@@ -453,7 +453,51 @@ def test_an_update_that_copies_past_the_checked_vectors_fails_the_coverage_guard
     try:
         assert w.check_first() is None
         problem = w.verify()
-        assert problem.startswith("guard coverage: after one pass over known contents, vector 4096 of 1048576")
+        # every thread's slice has vectors past the first 16 tiles: all 1024 sums are off
+        assert problem == ("guard coverage: after one pass over known contents, the sums of 1024 of 1024 reading"
+                           " threads differ from the host's (the first in vectors 0 to 262143)")
+    finally:
+        w.close()
+
+
+def test_an_updates_destination_sums_follow_from_the_sources():
+    # 3 passes over 0xFF bytes, 16 vectors read by 2 workgroups of 2 threads (4 vectors a thread):
+    # the chunk sums of what the host stores equal kept_sums of the source's chunk sums
+    n, blocks, block, passes = 16, 2, 2, 3
+    src_sums = stream.read_sums(n, blocks, block)
+    after = stream.stored("update", n, 0xFF, passes).reshape(blocks, -1, block, 4)
+    want = after.sum(axis=1, dtype=np.uint32).reshape(-1, 4)
+    assert (stream.kept_sums("update", src_sums, n // (blocks * block), 0xFF, passes) == want).all()
+    assert not (stream.kept_sums("update", src_sums, n // (blocks * block), 0xFF, passes - 1) == want).any()
+    with pytest.raises(ValueError, match="only for an update, not copy"):
+        stream.kept_sums("copy", src_sums, 4, 0xFF, 1)
+
+
+def test_an_update_wrong_in_one_far_word_is_caught_and_its_slice_named(rt):
+    play = stream_player()
+
+    def one_word_off(fake, launch):
+        play(fake, launch)
+        if int(fake_hip.defines(launch["options"])["MODE"]) == 4:
+            words(fake, args(launch)[1])[700_000, 2] ^= np.uint32(1)
+    rt.fake.kernels["stream"] = one_word_off
+    spec = CATALOG.get("memory.update")
+    w = stream.StreamWorkload(spec, spec.variants[0], rt, kernels.STREAM)
+    try:
+        assert w.check_first() is None
+        # 4 workgroups over 1 Mi vectors: vector 700000 is in the third's slice
+        assert w.verify() == ("guard coverage: after one pass over known contents, the sums of 1 of 1024 reading"
+                              " threads differ from the host's (the first in vectors 524288 to 786431)")
+        rt.fake.kernels["stream"] = play
+        assert w.verify() is None
+        w.run(2)
+        w.run(3)
+        problem, why = w.after_timing(3)
+        assert problem is None and why.startswith("the destination holds all 6 passes since the check")
+        w.passes_kept += 1                          # a pass the host counted that the GPU never ran
+        problem, _ = w.after_timing(3)
+        assert problem == ("after the timed launches (7 passes since the check), vector 0 of 1048576"
+                           " (and 4095 more of vectors 0 to 4095) differs from the host's")
     finally:
         w.close()
 
@@ -484,7 +528,7 @@ def test_a_kernel_that_skips_the_far_part_of_the_buffer_fails_the_coverage_guard
         elif test == "memory.write":
             assert "left vectors of the 1048576-vector buffer unwritten" in problem
         else:                                         # 16 tiles of 256 vectors are updated, vector 4096 is not
-            assert "vector 4096 of 1048576 (and 1044479 more of vectors 0 to 1048575) differs" in problem
+            assert "the sums of 1024 of 1024 reading threads differ from the host's" in problem
         rt.fake.kernels["stream"] = stream_player()
         assert w.verify() is None                     # and the source is refilled after the count
         assert w.evidence["guards"]["coverage"]["why"].startswith("all 1048576 vectors" if layout == "tile" else "one pass")
@@ -512,7 +556,7 @@ FAR_FAULTS = {   # an edit of mem_stream.comp that leaves the first vectors of e
                      "if (tile < 4096u) dst[j] = uvec4(j, j ^ 0x5bd1e995U, ~j, j * 2654435761U);",
                      "variant tile", "unwritten"),
     "memory.update": ("dst[j] += src[j];", "if (tile < 4096u) dst[j] += src[j];", "variant tile",
-                      "after one pass over known contents", "differs from the host's"),
+                      "after one pass over known contents", "reading threads differ from the host's"),
 }
 
 

@@ -27,10 +27,13 @@ class Ahead:
     failed: int          # of those, how many raised (their tests report why)
     workers: int
     seconds: float
+    longest: tuple[str, float] | None = None    # the slowest request's label and seconds: the floor
 
     def describe(self) -> str:
         failed = f", {self.failed} left to their tests" if self.failed else ""
-        return f"compiled {self.kernels} kernels ahead on {self.workers} threads in {self.seconds:.1f} s{failed}"
+        longest = f" (the longest, {self.longest[0]}, {self.longest[1]:.1f} s)" if self.longest else ""
+        return (f"compiled {self.kernels} kernels ahead on {self.workers} threads in {self.seconds:.1f} s"
+                f"{longest}{failed}")
 
 
 def requests(device, tests, settings: runner.Settings, spec=None) -> list:
@@ -63,7 +66,18 @@ def compile_ahead(device, tests, settings: runner.Settings, spec=None) -> Ahead 
     if not wanted:
         return None
     count = min(workers(), len(wanted))
+
+    def timed(request) -> float:
+        began = time.perf_counter()
+        device.prefetch(request)
+        return time.perf_counter() - began
     with ThreadPoolExecutor(max_workers=count, thread_name_prefix="compile-ahead") as pool:
-        futures = [pool.submit(device.prefetch, request) for request in wanted]
+        futures = [pool.submit(timed, request) for request in wanted]
     failed = sum(1 for f in futures if f.exception() is not None)
-    return Ahead(len(wanted), failed, count, time.perf_counter() - t0)
+    took = [(_label(r), f.result()) for r, f in zip(wanted, futures) if f.exception() is None]
+    return Ahead(len(wanted), failed, count, time.perf_counter() - t0,
+                 max(took, key=lambda t: t[1]) if took else None)
+
+
+def _label(request) -> str:
+    return getattr(request, "label", "") or getattr(request, "entry", "") or str(request)

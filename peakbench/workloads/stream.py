@@ -5,6 +5,7 @@ what a pass of each writing mode stores, and the MODE and LAYOUT defines, all fr
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -58,6 +59,16 @@ def stored(mode: str, n: int, prior: int, passes: int = 1, start: int = 0) -> np
     return out
 
 
+def kept_sums(mode: str, src_sums: np.ndarray, count: int, prior: int, passes: int) -> np.ndarray:
+    """What the chunk read sums (lane_sums) of a destination that started as `prior` bytes, after
+    `passes` passes of an update over a source whose sums are `src_sums`, each sum over `count`
+    vectors: an update adds the source to each vector, so the sums add too (mod 2**32)."""
+    if mode != "update":
+        raise ValueError(f"the sums of a destination are known only for an update, not {mode}")
+    start = np.uint64(count * prior * 0x01010101 % (1 << 32))
+    return ((src_sums.astype(np.uint64) * np.uint64(passes) + start) % (1 << 32)).astype(np.uint32)
+
+
 # The stream kernels' contract (shaders/mem_stream.comp and shaders/mem.cu alike): MODE and
 # LAYOUT defines per test and variant, the workgroup size, the buffer and chase sizes.
 MODES = {"read": 0, "write": 1, "copy": 2, "fill": 3, "update": 4}
@@ -91,7 +102,6 @@ VERIFY_PASSES = (1, 2)           # the chunk and stride reads' checks: a read do
 # such words differ (mod 2**32) for any k != k' below 2**32: a sum says how many vectors were read.
 COVER_BYTE = 0x01
 COVER_WORD = 0x01010101
-KEPT_SLICE = 1 << 24             # vectors the host checks at a time where a write keeps old contents (256 MiB)
 KEPT_SLICE_AFTER = 1 << 12       # vectors of each slice the measured guard compares after the timed launches
 
 
@@ -107,12 +117,29 @@ def read_sums(n: int, blocks: int, block: int, layout: str = "chunk", passes: in
     if layout == "stride":
         return np.uint32(passes) * filled(n).reshape(-1, blocks * block, 4).sum(axis=0, dtype=np.uint32)
     span, total = n // blocks, np.zeros((blocks, block, 4), np.uint32)
-    src = filled(n if mask == 0xFFFFFFFF else mask + 1)            # what the indices reach
+    ring = n if mask == 0xFFFFFFFF else mask + 1                    # what the indices reach
+    tiled = span and ring % span == 0 and span % block == 0
+    src = None
     for p in range(passes):
-        starts = (np.arange(blocks, dtype=np.uint64) + p * shift) * span % (1 << 32)
-        index = (starts[:, None] + np.arange(span, dtype=np.uint64)) & mask
+        starts = ((np.arange(blocks, dtype=np.uint64) + p * shift) * span % (1 << 32)) & np.uint64(mask)
+        if tiled and not (starts % span).any() and (starts + span <= ring).all():
+            total += _slice_sums(ring, span, block)[starts // span]
+            continue
+        src = filled(ring) if src is None else src
+        index = (starts[:, None] + np.arange(span, dtype=np.uint64)) & np.uint64(mask)
         total += src[index].reshape(blocks, -1, block, 4).sum(axis=1, dtype=np.uint32)
     return total.reshape(blocks * block, 4)
+
+
+@functools.lru_cache(maxsize=4)
+def _slice_sums(ring: int, span: int, block: int) -> np.ndarray:
+    """Where a chunk read's slices tile a ring of `ring` filled vectors: each slice's per-thread
+    sums, (ring / span, block, 4), so a pass of read_sums picks a slice's sums where it would
+    gather and add its vectors (the L2 check's two counts took 0.8 s of the host that way, one
+    fill and a reduction this way), and a second count reuses them."""
+    sums = filled(ring).reshape(ring // span, -1, block, 4).sum(axis=1, dtype=np.uint32)
+    sums.flags.writeable = False
+    return sums
 
 
 def pass_dispatches(passes: int, groups: int, max_groups: int) -> tuple[int, int]:
@@ -340,6 +367,8 @@ class StreamWorkload(Workload):
         self.dst = rt.alloc(out_vec * 16)
         self.stream_kernel = kernel
         self.filler = fill_kernel(rt, kernel, self.unroll)
+        # a writing test's coverage guard sums its destination with the chunk read (lane_sums)
+        self.reader = chunk_reader(rt, kernel, self.unroll, "coverage") if test.writes else None
         self.fill_source()
         w = rt.words
         self.params = {"buffer_bytes": self.n_vec * 16, "workgroup_size": self.block,
@@ -409,10 +438,10 @@ class StreamWorkload(Workload):
         """The coverage guard, on the whole buffer as the measurement runs it (check_first has
         checked more than one pass). A read sums a source of COVER_WORD words over one pass:
         each output must be the number of vectors its thread (the rows read: its column) is
-        counted for, times COVER_WORD. A
-        write or copy runs one pass twice, into a destination first all 0x00 then all 0xFF
-        bytes, and the stream kernel's chunk read sums it each time: a vector left unwritten
-        keeps the prior bytes, so its thread's sums differ."""
+        counted for, times COVER_WORD. A write or copy runs one pass twice, into a destination
+        first all 0x00 then all 0xFF bytes, and the stream kernel's chunk read sums it each time
+        (lane_sums): a vector left unwritten keeps the prior bytes, so its thread's sums differ.
+        An update is checked as kept_problem checks it."""
         if not self.test.writes:
             problem = self._count_reads(1)
             text = f"one pass over all {self.n_vec} vectors counted"
@@ -421,7 +450,8 @@ class StreamWorkload(Workload):
             text = f"all {self.n_vec} vectors found written in one pass"
         else:
             problem = self._check_kept()
-            text = f"all {self.n_vec} vectors as the host's after one pass over known contents"
+            text = (f"all {self.n_vec} vectors as the host's after one pass over known contents (the first"
+                    f" {min(KEPT_SLICE_AFTER, self.n_vec)} word by word, every vector in its thread's sums)")
         if problem:
             return guards.reason("coverage", problem)
         guards.passed(self.evidence, "coverage", text)
@@ -450,78 +480,81 @@ class StreamWorkload(Workload):
         return (f"{bad.size} of {outputs} {what} did not read their share of the {self.n_vec}-vector buffer"
                 f" in {passes} pass{'es' if passes > 1 else ''} (the first, {first}, read {short} vectors, not {count})")
 
-    def _compare_writes(self) -> str | None:
-        rt = self.rt
-        reader = chunk_reader(rt, self.stream_kernel, self.unroll, "coverage")
-        sums = rt.alloc(self.threads * 16)
+    def lane_sums(self, buf) -> np.ndarray:
+        """The chunk read's sums of `buf` over one pass, (threads, 4) uint32: thread x of
+        workgroup b sums its share of workgroup b's slice (read_sums's chunk layout), so a vector
+        counts in one thread's sums and a difference names the slice it lies in."""
+        sums = self.rt.alloc(self.threads * 16)
         try:
-            seen = []
-            for prior in (0x00, 0xFF):
-                rt.fill(self.dst, prior)
-                self.run(1)
-                rt.launch(reader, self.resident, [self.dst, sums, *one_pass(self.n_vec)])
-                seen.append(np.frombuffer(rt.download(sums, self.threads * 16), np.uint32).reshape(-1, 4))
+            self.rt.launch(self.reader, self.resident, [buf, sums, *one_pass(self.n_vec)])
+            return np.frombuffer(self.rt.download(sums, self.threads * 16), np.uint32).reshape(-1, 4)
         finally:
-            rt.free(sums)
-            rt.discard(reader)
+            self.rt.free(sums)
+
+    def _slice_of(self, thread: int) -> str:
+        span = self.n_vec // self.resident
+        first = thread // STREAM_BLOCK * span
+        return f"vectors {first} to {first + span - 1}"
+
+    def _compare_writes(self) -> str | None:
+        rt, seen = self.rt, []
+        for prior in (0x00, 0xFF):
+            rt.fill(self.dst, prior)
+            self.run(1)
+            seen.append(self.lane_sums(self.dst))
         bad = np.flatnonzero((seen[0] != seen[1]).any(axis=1))
         if not bad.size:
             return None
-        span = self.n_vec // self.resident
-        first = int(bad[0]) // STREAM_BLOCK * span
         return (f"one pass left vectors of the {self.n_vec}-vector buffer unwritten: the sums of {bad.size} of"
                 f" {self.threads} reading threads depend on what the destination held before"
-                f" (the first in vectors {first} to {first + span - 1})")
+                f" (the first in {self._slice_of(int(bad[0]))})")
 
     def _check_kept(self) -> str | None:
-        """A write whose result depends on what was there (overwrites=False): one pass over a
-        destination of 0xFF bytes (over zeros an update would read as a copy), the whole of it
-        checked, a slice at a time, against what one pass stores from the source the kernel read
-        (STORES): the source's first KEPT_SLICE_AFTER vectors are checked against the host's fill
-        first, so the whole buffer needs no host hash (4.6 s of a GiB on the H200's host, 0.5 s
-        this way)."""
-        rt = self.rt
-        n = min(KEPT_SLICE_AFTER, self.n_vec)
-        src = np.frombuffer(rt.download(self.src, self.n_vec * 16), np.uint32).reshape(-1, 4)
-        if not np.array_equal(src[:n], filled(n)):
+        """An update (overwrites=False): one pass over a destination of 0xFF bytes (over zeros an
+        update would read as a copy), checked as kept_problem checks it."""
+        rt, n = self.rt, min(KEPT_SLICE_AFTER, self.n_vec)
+        src = np.frombuffer(rt.download(self.src, n * 16), np.uint32).reshape(-1, 4)
+        if not np.array_equal(src, filled(n)):
             return f"the source does not hold the host's fill (vectors 0 to {n - 1})"
         rt.fill(self.dst, 0xFF)
         self.passes_kept = 0
         self.run(1)
-        got = np.frombuffer(rt.download(self.dst, self.n_vec * 16), np.uint32).reshape(-1, 4)
-        prior = np.full((1, 4), 0xFFFFFFFF, np.uint32)
-        lanes = np.empty((min(KEPT_SLICE, self.n_vec), 4), np.uint32)
-        for start in range(0, self.n_vec, KEPT_SLICE):
-            end = min(self.n_vec, start + KEPT_SLICE)
-            if self.mode == "update":
-                # old + src in every lane: src - dst is -old throughout, read by two reductions over
-                # one buffer (the general comparison below makes a slice-sized array per step)
-                diff = np.subtract(src[start:end], got[start:end], out=lanes[:end - start])
-                if diff.min() == diff.max() == (-int(prior[0, 0])) % (1 << 32):
-                    continue
-            want = STORES[self.mode](src[start:end], prior, np.arange(start, end))
-            bad = np.flatnonzero((got[start:end] != want).any(axis=1))
-            if bad.size:
-                return (f"after one pass over known contents, vector {start + int(bad[0])} of {self.n_vec} (and"
-                        f" {bad.size - 1} more of vectors {start} to {end - 1}) differs from the host's")
+        problem = self.kept_problem(1)
+        return problem and f"after one pass over known contents, {problem}"
+
+    def kept_problem(self, passes: int) -> str | None:
+        """What is wrong with an update's destination after `passes` passes over 0xFF bytes: its
+        first KEPT_SLICE_AFTER vectors word by word against the host's (stored), then the whole
+        buffer on the GPU, each thread's lane sums against those the passes make of the source's
+        (kept_sums), so no GiB crosses to the host (a slice-by-slice comparison there took 1.5 s
+        of a 1 GiB buffer on the H100's host)."""
+        n = min(KEPT_SLICE_AFTER, self.n_vec)
+        got = np.frombuffer(self.rt.download(self.dst, n * 16), np.uint32).reshape(-1, 4)
+        bad = np.flatnonzero((got != stored(self.mode, n, 0xFF, passes)).any(axis=1))
+        if bad.size:
+            return (f"vector {int(bad[0])} of {self.n_vec} (and {bad.size - 1} more of vectors 0 to {n - 1})"
+                    f" differs from the host's")
+        want = kept_sums(self.mode, self.lane_sums(self.src), self.n_vec // self.threads, 0xFF, passes)
+        bad = np.flatnonzero((self.lane_sums(self.dst) != want).any(axis=1))
+        if bad.size:
+            return (f"the sums of {bad.size} of {self.threads} reading threads differ from the host's"
+                    f" (the first in {self._slice_of(int(bad[0]))})")
         return None
 
     def after_timing(self, size: int) -> tuple[str | None, str]:
         """The measured guard. An update's destination holds what every pass since the coverage
-        check's known contents made of it, the timed ones included: its first, middle and last
-        KEPT_SLICE_AFTER vectors are compared with the host's. A chunk or stride read sums its
-        slice once a pass: a launch of `size` passes over a source of known words must count
-        them all. A write or copy's output is the same after any count of passes."""
+        check's known contents made of it, the timed ones included (kept_problem). A chunk or
+        stride read sums its slice once a pass: a launch of `size` passes over a source of known
+        words must count them all. A write or copy's output is the same after any count of passes."""
         if not self.test.overwrites:
-            n, passes = min(KEPT_SLICE_AFTER, self.n_vec), self.passes_kept
-            for start in sorted({0, (self.n_vec - n) // 2 // 4 * 4, self.n_vec - n}):
-                got = np.frombuffer(self.rt.download(self.dst, (start + n) * 16), np.uint32).reshape(-1, 4)[start:]
-                bad = np.flatnonzero((got != stored(self.mode, n, 0xFF, passes, start)).any(axis=1))
-                if bad.size:
-                    problem = (f"after the timed launches ({passes} passes since the check), vector {start + int(bad[0])}"
-                               f" (and {bad.size - 1} more of vectors {start} to {start + n - 1}) differs from the host's")
-                    return problem, problem
-            return None, f"the destination holds all {passes} passes since the check, timed ones included (3 slices)"
+            passes = self.passes_kept
+            problem = self.kept_problem(passes)
+            if problem:
+                problem = f"after the timed launches ({passes} passes since the check), {problem}"
+                return problem, problem
+            return None, (f"the destination holds all {passes} passes since the check, timed ones included (the"
+                          f" first {min(KEPT_SLICE_AFTER, self.n_vec)} vectors word by word, every vector in its"
+                          f" thread's sums)")
         if self.mode == "read" and not self.rows:
             problem = self._count_reads(size)
             if problem:
@@ -541,4 +574,4 @@ class StreamWorkload(Workload):
 
     def close(self) -> None:
         release(self, self.rt.free, "src", "dst")
-        release(self, self.rt.discard, "kernel", "filler")
+        release(self, self.rt.discard, "kernel", "filler", "reader")
