@@ -101,14 +101,14 @@ def table(runs: list[tuple[str, dict]], fmt: str = "simple") -> str:
         cells = [by_test[i].get(t) for i in range(len(runs))]
         units = list(dict.fromkeys(c["unit"] for c in cells if c and c["unit"]))
         times.update((u, None) for u in units if u in LOWER_IS_BETTER)
-        base = _value(cells[0])
-        row = [t, " or ".join(units), _show(cells[0])]
+        base = value_of(cells[0])
+        row = [t, " or ".join(units), cell_text(cells[0])]
         for c in cells[1:]:
-            v = _value(c)
+            v = value_of(c)
             # no ratio across different units (a run that names none is taken to mean the same)
             ratio = (f"{v / base:.2f}x {verdict.word(cells[0], c)}" if v is not None and base
-                     and _same_unit(c, cells[0]) else "")
-            row += [_show(c), ratio]
+                     and same_unit(c, cells[0]) else "")
+            row += [cell_text(c), ratio]
         body.append(row)
     text = tabulate(body, headers, tablefmt=fmt, disable_numparse=True)
     if times:
@@ -117,11 +117,11 @@ def table(runs: list[tuple[str, dict]], fmt: str = "simple") -> str:
     return text
 
 
-def _same_unit(a: dict, b: dict) -> bool:
+def same_unit(a: dict, b: dict) -> bool:
     return not (a["unit"] and b["unit"] and a["unit"] != b["unit"])
 
 
-def _value(cell):
+def value_of(cell):
     """The number a ratio is taken of: an ok row's value, where it has one."""
     if not cell or cell["status"] != "ok":
         return None
@@ -129,12 +129,12 @@ def _value(cell):
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _show(cell):
+def cell_text(cell):
     if cell is None:
         return "-"
     if cell["status"] != "ok":
         return cell["status"]
-    v = _value(cell)
+    v = value_of(cell)
     if v is None:
         return "no value"
     return f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}"

@@ -11,11 +11,7 @@ from peakbench.report import verdict
 
 def chains(doc: dict, patterns: list[str]) -> str:
     """The chains of every result of `doc` whose test matches one of `patterns` (all without)."""
-    for run in doc["runs"]:               # a file written before verdicts: judged now, as a run would
-        for r in run["results"]:
-            if r.get("status") == "ok" and not r.get("limit"):
-                r["limit"] = verdict.limit(r, run.get("spec"), (run.get("device") or {}).get("health"))
-    verdict.refine(doc["runs"])
+    verdict.judge(doc["runs"])
     blocks = []
     for run in doc["runs"]:
         picked = [r for r in run["results"] if not patterns or any(fnmatch.fnmatch(r["test"], p) for p in patterns)]

@@ -502,7 +502,7 @@ def unverified_notes(model: str, backend: str, group: list[Gpu]) -> list[str]:
             for test, (gpus, why) in by_test.items()]
 
 
-def _worse_pct(value: float, reference: float, lower: bool) -> float:
+def worse_pct(value: float, reference: float, lower: bool) -> float:
     """How much worse `value` is than `reference`, in % of it (negative: better)."""
     return (value - reference if lower else reference - value) / abs(reference) * 100
 
@@ -519,13 +519,13 @@ def _check(gpu: Gpu, test: str, r: dict, unit: str, lower: bool, ref, floor, thr
         ratio = value / centre
         allowed = max(threshold_pct / 100 * abs(centre), mads * spread)
         if (value - centre if lower else centre - value) > allowed:
-            worse = _worse_pct(value, centre, lower)
-            why.append(f"{worse:.1f}% {'over' if lower else 'under'} {name} {_num(centre)}")
+            worse = worse_pct(value, centre, lower)
+            why.append(f"{worse:.1f}% {'over' if lower else 'under'} {name} {short_number(centre)}")
     pct = _number(r.get("pct_of_spec"))
     if floor and pct is not None and pct < floor:
         why.append(f"{pct:.1f}% of spec, under the floor {floor:g}%")
     if why:
-        reason = f"{test} {_num(value)} {unit} is {' and '.join(why)}{context(r)}"
+        reason = f"{test} {short_number(value)} {unit} is {' and '.join(why)}{context(r)}"
         entry = {"test": test, "value": value, "median": centre, "ratio": ratio, "reason": reason}
         cause = held_down(r, at_clock)
         if cause:
@@ -551,13 +551,13 @@ def held_down(r: dict, group_at_clock: float | None) -> tuple[str, str] | None:
 
 def _regression(model, backend, test, unit, now: float, before: float, lower: bool, threshold_pct) -> list[dict]:
     """[the regression] where the group's median is worse than the baseline's by more than the threshold."""
-    if not before or _worse_pct(now, before, lower) <= threshold_pct:
+    if not before or worse_pct(now, before, lower) <= threshold_pct:
         return []
-    worse = _worse_pct(now, before, lower)
+    worse = worse_pct(now, before, lower)
     return [{"model": model, "backend": backend, "test": test, "median": now, "baseline_median": before,
              "ratio": now / before,
-             "reason": f"{model} ({backend}) {test}: median {_num(now)} {unit} is {worse:.1f}% "
-                       f"{'over' if lower else 'under'} the baseline's {_num(before)}"}]
+             "reason": f"{model} ({backend}) {test}: median {short_number(now)} {unit} is {worse:.1f}% "
+                       f"{'over' if lower else 'under'} the baseline's {short_number(before)}"}]
 
 
 def context(r: dict) -> str:
@@ -592,7 +592,7 @@ def _reading(value) -> dict | None:
     return None
 
 
-def _num(v: float) -> str:
+def short_number(v: float) -> str:
     return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.3g}"
 
 

@@ -82,7 +82,7 @@ def report(docs: list[tuple[str, dict]], sources: list[dict]) -> str:
         view["fleet"] = fleet_view(docs)
         view["title"] = f"peakbench fleet: {', '.join(view['fleet']['models']) or 'no GPU'}"
     else:
-        _judged([run for _, doc in docs for run in doc["runs"]])
+        verdict.judge([run for _, doc in docs for run in doc["runs"]])
         view["runs"] = [run_view(run, doc, name, compare.letter(i) if kind == "comparison" else None)
                         for i, (name, doc, run) in enumerate(_runs(docs))]
         if kind == "comparison":
@@ -108,16 +108,6 @@ def _subject(runs: list[dict]) -> str:
     return f"{names}, {' vs '.join(dict.fromkeys(r['backend'] for r in runs))}"
 
 
-def _judged(runs: list[dict]) -> None:
-    """As `peakbench explain` reads a file written before verdicts: each ok result without a limit
-    judged as a run would judge it; then one GPU's backends refined against each other."""
-    for run in runs:
-        for r in run["results"]:
-            if r.get("status") == "ok" and not r.get("limit"):
-                r["limit"] = verdict.limit(r, run.get("spec"), (run.get("device") or {}).get("health"))
-    verdict.refine(runs)
-
-
 def _json_block(data) -> str:
     """JSON that cannot end its <script> element or open a comment, whatever the names hold."""
     text = json.dumps(data, indent=1, sort_keys=False)
@@ -135,7 +125,7 @@ def _template():
 
 def run_view(run: dict, doc: dict, source_name: str, label: str | None) -> dict:
     body = render.rows(run)
-    shown = {render.HEADERS[i] for i in render._columns(body)}
+    shown = {render.HEADERS[i] for i in render.columns_shown(body)}
     families: dict[str, dict] = {}
     for r, cells in zip(run["results"], body):
         name = r["test"].split(".")[0]
@@ -318,12 +308,12 @@ def comparison_view(docs: list[tuple[str, dict]]) -> dict:
         cells = [found.get(test) for found in by_test]
         units = list(dict.fromkeys(c["unit"] for c in cells if c and c["unit"]))
         times |= {u for u in units if u in compare.LOWER_IS_BETTER}
-        base = compare._value(cells[0])
-        entries = [{"text": compare._show(cells[0]), "ratio": None, "word": None}]
+        base = compare.value_of(cells[0])
+        entries = [{"text": compare.cell_text(cells[0]), "ratio": None, "word": None}]
         for c in cells[1:]:
-            value = compare._value(c)
-            ratio = value / base if value is not None and base and compare._same_unit(c, cells[0]) else None
-            entries.append({"text": compare._show(c), "ratio": f"{ratio:.2f}x" if ratio is not None else None,
+            value = compare.value_of(c)
+            ratio = value / base if value is not None and base and compare.same_unit(c, cells[0]) else None
+            entries.append({"text": compare.cell_text(c), "ratio": f"{ratio:.2f}x" if ratio is not None else None,
                             "word": verdict.word(cells[0], c) if ratio is not None else None})
         rows.append({"test": test, "unit": " or ".join(units), "cells": entries})
     return {"heads": [(label, f"{run['backend']} {run['device'].get('index', '')}".strip()) for label, run in labelled],
@@ -374,7 +364,7 @@ def heat_map(group: dict, members: list, threshold_pct: float) -> dict:
                                                                reasons.get(t), threshold_pct) for t in tests]})
     title = f"{group['model']} ({group['backend']})" + (f", {group['setting']}" if group.get("setting") else "")
     return {"title": title, "gpus": group["gpus"], "tests": tests, "rows": rows,
-            "medians": [(fleet._num(group["tests"][t]["median"]), group["tests"][t]["unit"]) for t in tests]}
+            "medians": [(fleet.short_number(group["tests"][t]["median"]), group["tests"][t]["unit"]) for t in tests]}
 
 
 def heat_cell(r: dict | None, stats: dict, reason: str | None, threshold_pct: float) -> dict:
@@ -387,7 +377,7 @@ def heat_cell(r: dict | None, stats: dict, reason: str | None, threshold_pct: fl
     if r.get("status") != "ok" or value is None or not centre:
         return {**cell, "text": "n/a" if r.get("status") == "unsupported" else r.get("status", "?"),
                 "kind": r.get("status", "none")}
-    worse = fleet._worse_pct(value, centre, stats["unit"] in compare.LOWER_IS_BETTER)
+    worse = fleet.worse_pct(value, centre, stats["unit"] in compare.LOWER_IS_BETTER)
     return {**cell, "text": f"{value / centre * 100:.1f}", "style": _heat_style(worse, threshold_pct), "kind": "ok"}
 
 

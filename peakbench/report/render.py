@@ -90,7 +90,7 @@ def _limit(r: dict) -> str:
     return str(limit.get("by", "")) if isinstance(limit, dict) else ""
 
 
-def _columns(body: list[tuple]) -> list[int]:
+def columns_shown(body: list[tuple]) -> list[int]:
     """The columns to show: the fixed ones and any that some row fills."""
     return [i for i, h in enumerate(HEADERS) if h in ALWAYS or any(row[i] for row in body)]
 
@@ -145,7 +145,7 @@ def table(run: dict) -> str:
     """The run as a table in at most WIDTH columns: a status that does not fit is shortened to
     end in '… [n]', and the list under the table gives reason n in full."""
     body = rows(run)
-    cols = _columns(body)
+    cols = columns_shown(body)
     headers = [HEADERS[i] for i in cols]
     widths = [max([len(h), *(len(row[i]) for row in body)]) for h, i in zip(headers, cols[:-1])]
     room = max(MIN_STATUS, WIDTH - sum(w + 2 for w in widths))     # two spaces after each column
@@ -184,7 +184,7 @@ def markdown(runs: list[dict]) -> str:
     parts = []
     for run in runs:
         body = rows(run)
-        cols = _columns(body)
+        cols = columns_shown(body)
         cells = [[row[i].replace("|", "\\|") for i in cols] for row in body]
         parts.append(f"### {title(run)}\n")
         parts.append(tabulate(cells, [HEADERS[i] for i in cols], tablefmt="github", disable_numparse=True) + "\n")

@@ -199,6 +199,17 @@ def _shown(code: dict[str, int]) -> str:
     return " + ".join(f"{n} {op}" for op, n in code.items()) or "no machine code in the evidence"
 
 
+def judge(runs: list[dict]) -> None:
+    """Runs read from a file: each ok result without a limit (a file written before verdicts)
+    judged as a run would judge it, then one GPU's backends refined against each other (refine).
+    Changes the results in place."""
+    for run in runs:
+        for r in run["results"]:
+            if r.get("status") == "ok" and not r.get("limit"):
+                r["limit"] = limit(r, run.get("spec"), (run.get("device") or {}).get("health"))
+    refine(runs)
+
+
 def refine(runs: list[dict]) -> None:
     """Results of one test through several backends on one GPU (same device UUID): each one
     `slower` than the fastest gets `driver` where its loop's heavy opcodes differ from the
