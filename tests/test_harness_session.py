@@ -81,6 +81,24 @@ def test_the_screening_variant_is_the_named_one_else_the_largest_matrix_shape_el
     assert screening_variants(WIDE, WIDE.variants) == (first,)
     assert screening_variants(replace(WIDE, screen="wide"), WIDE.variants) == (WIDE.variants[1],)
     assert screening_variants(replace(WIDE, screen="gone"), WIDE.variants) == (first,)   # not offered here
+    assert screening_variants(replace(WIDE, screen="*"), WIDE.variants) == WIDE.variants   # every one
+
+
+def test_a_screened_workgroup_shape_holds_at_most_32_accumulators_an_invocation():
+    # Vulkan's workgroup-scope shapes: 128x128 over 256 invocations (64 each) does the most work a
+    # step, 64x64 over 128 (32 each) is screened; a warpgroup's wgmma tile is not held to it
+    from peakbench.catalog.matrix import shape, workgroup_shape
+    matrix = Spec("matrix.int8.int32", "TOPS", "mma", "int8.int32")
+    sub, mid, big = shape(16, 8, 32), workgroup_shape(64, 64, 32, 128, 1), workgroup_shape(128, 128, 32, 256, 1)
+    assert screening_variants(matrix, (sub, mid, workgroup_shape(64, 64, 32, 256, 1), big)) == (mid,)
+    assert screening_variants(matrix, (big,)) == (big,)
+    over_512 = workgroup_shape(128, 128, 32, 512, 1)                       # 32 each: it fits
+    assert screening_variants(matrix, (big, over_512)) == (over_512,)
+    over_128 = workgroup_shape(128, 128, 32, 128, 1)                       # none fits: the most work
+    assert screening_variants(matrix, (over_128, big)) == (over_128,)
+    wgmma = Variant("m64n256k16", ops_per_step=2 * 64 * 256 * 16, shape=(64, 256, 16), scope="warpgroup",
+                    invocations=128)
+    assert screening_variants(matrix, (sub, wgmma)) == (wgmma,)
 
 
 def test_a_sweep_from_a_losing_variant_is_kept(clock):

@@ -92,16 +92,34 @@ PROFILES = ("prolog", "default", "burn-in")     # --profile; --quick is prolog
 BURN_IN_S = 60.0                                # --profile burn-in without --duration
 
 def screening_variants(test, offered: tuple) -> tuple:
-    """The one variant a screening run measures: the one the catalog names (TestSpec.screen), else
-    for a matrix test the shape with the most work a step, else the first."""
-    if len(offered) <= 1:
+    """The variants a screening run measures: every one where the catalog says so (screen
+    SCREEN_ALL), else the one it names (TestSpec.screen), else for a matrix test the shape with the
+    most work a step (workgroup-scope shapes of at most SCREEN_TILE_PER_INVOCATION accumulator
+    elements an invocation), else the first."""
+    if len(offered) <= 1 or test.screen == SCREEN_ALL:
         return tuple(offered)
     named = [v for v in offered if test.screen and v.name == test.screen]
     if named:
         return (named[0],)
     if test.family == "matrix":
-        return (max(offered, key=lambda v: v.ops_per_step),)
+        fits = [v for v in offered if v.scope != "workgroup" or _per_invocation(v) <= SCREEN_TILE_PER_INVOCATION]
+        return (max(fits or offered, key=lambda v: v.ops_per_step),)
     return (offered[0],)
+
+
+# TestSpec.screen: a screening run measures every variant (few and short, and which is fastest
+# differs between backends: the contended atomic's u32 through CUDA, f32 through Vulkan, ~6% apart).
+SCREEN_ALL = "*"
+# A workgroup-scope matrix shape (Vulkan's VK_NV_cooperative_matrix2) holding more accumulator
+# elements an invocation than this reads 1-3% under the 32-element ones (int8 on an H100: 128x128
+# over 256 invocations 1300-1325 TOPS, 64x64 over 128 1341; PERFORMANCE_ANALYSIS.md, "Start-up,
+# second round"), though it does the most work a step.
+SCREEN_TILE_PER_INVOCATION = 32
+
+
+def _per_invocation(v) -> float:
+    m, n, _ = v.shape
+    return m * n / max(1, v.invocations)
 
 
 UNCHECKED_GAP_S = 0.5  # the longest gap a load is shared over where no clock reading can check it
