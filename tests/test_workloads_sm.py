@@ -60,14 +60,14 @@ def player(slow_unit: int | None = None, slowdown: float = 1.0, bug: str = "", s
     return sm_map
 
 
-def run(rt, name, **kw):
+def run(rt, name, read_mhz: float = MHZ, spec=None, **kw):
     rt.fake.kernels["sm_map"] = player(**kw)
     rt.fake.elapsed_ms = elapsed_ms
-    rt.clock_mhz = lambda: MHZ
+    rt.clock_mhz = lambda: read_mhz
     from peakbench.workloads import Device
     from peakbench import kernels
     dev = Device(rt, kernels.table(lambda *_: None, "peakbench.rocm.matrix"))
-    return run_test(dev, CATALOG.get(name), Settings.quick(), lambda line: None)
+    return run_test(dev, CATALOG.get(name), Settings.quick(), lambda line: None, spec)
 
 
 def test_the_fp32_map_finds_the_slow_unit_and_takes_its_rate(rt):
@@ -105,6 +105,33 @@ def test_a_kernel_that_skips_work_or_records_fails(rt, bug, words_):
 def test_counters_longer_than_the_launch_fail_the_cycles_guard(rt):
     r = run(rt, "sm.fp32", stretch=2.0)          # counters that span 1.8x the launch's GPU time
     assert r.status == "failed" and r.reason.startswith("guard cycles:"), r.reason
+
+
+def test_a_clock_reading_that_lags_the_counters_is_replaced_by_theirs_within_the_maximum(rt):
+    # the reading (a management library's, between launches) is 2.27x under the clock the
+    # counters ran at: within the spec's maximum, the counters' clock is taken and said
+    from peakbench.specs import GpuSpec
+    spec = GpuSpec("Fake GPU", 2 * MHZ, {})
+    r = run(rt, "sm.fp32", read_mhz=MHZ / 2.27, spec=spec)
+    assert r.status == "ok", r.reason
+    implied = 0.9 * MHZ                          # the player's counters span 0.9 of each launch
+    assert r.clock_mhz == pytest.approx(implied, rel=1e-3)
+    assert r.params["clock_from"] == "implied by the counters and the GPU timer"
+    why = r.evidence["guards"]["cycles"]["why"]
+    assert why.startswith(f"the clock read {MHZ / 2.27:.0f} MHz, under the {implied:.0f} MHz") and "spec Fake GPU" in why
+    fast = run(rt, "sm.fp32", spec=spec)         # the same units at a reading that does not lag
+    assert r.value == pytest.approx(fast.value * implied / MHZ, rel=1e-3)
+
+
+@pytest.mark.parametrize("maximum", [None, MHZ])
+def test_a_lagging_reading_is_not_replaced_without_a_maximum_or_past_it(rt, maximum):
+    # counters spanning 1.8x the launch imply 1.8x the clock: past a maximum of the clock read,
+    # or with no maximum known, the cycles guard judges at the reading and fails
+    from peakbench.specs import GpuSpec
+    spec = GpuSpec("Fake GPU", maximum, {}) if maximum else None
+    r = run(rt, "sm.fp32", spec=spec, stretch=2.0)
+    assert r.status == "failed" and r.reason.startswith("guard cycles:"), r.reason
+    assert f"at {MHZ:.0f} MHz" in r.reason
 
 
 def test_vulkan_without_sm_ids_says_why(vulkan_device):

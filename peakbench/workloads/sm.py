@@ -185,12 +185,23 @@ class SmWorkload(Workload):
             return None
         return guards.at_counts(VERIFY_COUNTS, check, "iterations", self.evidence)
 
+    spec = None
+
+    def axis(self, spec=None):
+        """No axis; the spec is kept for its maximum clock (observed)."""
+        self.spec = spec
+        return None
+
     def observed(self, v) -> None:
         """Each sample becomes the slowest unit's value; the last sample's units the map."""
         readings = self.readings[-len(v.samples):]
+        lagged = self._lagging_reading(readings, v.clock_mhz)
+        if lagged:
+            v.clock_mhz = round(max(self._implied_mhz(units, s) for units, s, _ in readings if s > 0))
         mhz = v.clock_mhz or self._implied_mhz(*readings[-1][:2])
         values = [self._value(units, mhz, size) for units, _, size in readings]
         problem, text = self._against_timer(readings, mhz)
+        text = f"{lagged}; {text}" if lagged else text
         v.evidence.setdefault("guards", {})["cycles"] = guards.verdict(problem, text)
         if problem:
             from peakbench.harness.runner import Failed
@@ -202,8 +213,9 @@ class SmWorkload(Workload):
         mid = median(per)
         v.params.update({"units_seen": len(last), "slowest_unit": last[worst].unit,
                          "slowest_of_median": round(per[worst] / mid, 4) if mid else None,
-                         "median_unit": round_significant(mid, 5), "clock_from": "measured" if v.clock_mhz else
-                         "implied by the counters and the GPU timer",
+                         "median_unit": round_significant(mid, 5),
+                         "clock_from": "implied by the counters and the GPU timer" if lagged or not v.clock_mhz
+                         else "measured",
                          **({"units_missing": self.units - len(last)} if len(last) < self.units else {})})
         y = "ns" if self.chase else "tflops"
         v.evidence["series"] = {"x": "unit", "y": y, "unit": [u.unit for u in last],
@@ -224,6 +236,24 @@ class SmWorkload(Workload):
         """The clock the longest unit's span and the launch's GPU time imply (no clock reading)."""
         longest = max(u.cycles for u in units)
         return longest / seconds / 1e6 if seconds > 0 else 1.0
+
+    def _lagging_reading(self, readings, mhz: float | None) -> str | None:
+        """Where the clock read is under the one the counters and the GPU timer imply (past
+        SPAN_OVER_LAUNCH) and that one is within the device's maximum, why the reading is not
+        taken: the management library's clock lags one that rose within the launches (the host
+        reads each launch's records, so the GPU idles between them; an H100 read 870 MHz under
+        the 1980 its counters ran at). A clock past the maximum, or none known, is left to the
+        cycles guard at the reading."""
+        if not mhz:
+            return None
+        implied = max(self._implied_mhz(units, s) for units, s, _ in readings if s > 0)
+        if implied <= mhz * SPAN_OVER_LAUNCH:
+            return None
+        most, where = guards.max_clock_mhz(self.rt.info, self.spec)
+        if most is None or implied > most * SPAN_OVER_LAUNCH:
+            return None
+        return (f"the clock read {mhz:.0f} MHz, under the {implied:.0f} MHz the longest unit's cycles over"
+                f" its launch's GPU time imply, within the {most:.0f} MHz maximum ({where}): taken at that")
 
     def _against_timer(self, readings, mhz: float) -> tuple[str | None, str]:
         """No unit's span longer than its launch (SPAN_OVER_LAUNCH), at the clock used."""
