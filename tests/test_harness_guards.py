@@ -221,3 +221,30 @@ def test_the_table_names_what_is_unverified_whatever_the_reasons_say():
     assert rows({"results": [r]})[0][-1] == "ok (unverified: no work check)"
     r["evidence"]["unverified"] = "work: a; b; bound: no spec peak for memory.read"
     assert rows({"results": [r]})[0][-1] == "ok (unverified: no work check, no bound)"
+
+
+def test_above_a_peak_that_is_the_per_clock_rate_only_1_percent_passes():
+    # An H100's FP64 tensor peak is 256 FLOP a clock x 132 SMs x 1.98 GHz = 66.9 TFLOPS, the
+    # hardware's bound: quick runs read 69.04 at a 1905 MHz reading, 1.03x it at the boost clock
+    from peakbench.catalog import default_catalog
+    from peakbench.specs import load_database
+    h100 = next(s for s in load_database() if s.name == "NVIDIA H100 SXM5")
+    fp64 = default_catalog().get("matrix.fp64.fp64")
+    assert h100.exact_peak("matrix.fp64.fp64")
+    problem, _ = guards.clock_ceiling(fp64, 69.04, 1905.0, h100)
+    assert problem == ("69.04 TFLOPS is 1.07x the per-clock peak at 1905 MHz (spec NVIDIA H100 SXM5, its per-clock"
+                       " rate: at most 1% over it) (1.03x even at the 1980 MHz boost clock)")
+    problem, text = guards.clock_ceiling(fp64, 67.5, 1965.0, h100)        # 1.009x at the boost clock
+    assert problem is None and "looks low" in text
+    # a round vendor figure keeps 5%, and so does a rate with no clock read
+    assert not SPEC.exact_peak("compute.fp32")
+    assert guards.clock_ceiling(TEST, 1.03, 1000.0, SPEC)[0] is None
+    assert guards.clock_ceiling(fp64, 69.04, None, h100)[0] is None
+
+
+def test_an_exact_peak_is_the_rate_times_the_units_times_the_clock_it_assumes():
+    rated = GpuSpec("Rated GPU", 2000.0, {"compute.fp32": 102.4, "matrix.fp16.fp32": 300.0},
+                    data={"units": 200, "rates": {"compute.fp32": 256, "matrix.fp16.fp32": 1024}})
+    assert rated.exact_peak("compute.fp32")                 # 256 x 200 x 2 GHz = 102.4 T
+    assert not rated.exact_peak("matrix.fp16.fp32")         # 409.6 by the rate: not what the peak says
+    assert not rated.exact_peak("compute.fp64")             # no peak, no rate

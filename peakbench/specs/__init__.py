@@ -56,6 +56,11 @@ class SpecError(Exception):
     """A spec file or name that cannot be used; the message names the problem."""
 
 
+# How far a peak may stand from its per-clock rate x units x clock and still be that product
+# rounded (GpuSpec.exact_peak): a datasheet's 66.9 or 67 for 66.9.
+EXACT_PEAK = 0.002
+
+
 @dataclass(frozen=True)
 class GpuSpec:
     name: str
@@ -92,6 +97,16 @@ class GpuSpec:
         if base is None:
             return None
         return base * factor, self.peak_clock_mhz(other), f"{factor:g} x {other}'s peak of spec {self.name}: {why}"
+
+    def exact_peak(self, test: str) -> bool:
+        """Whether the test's own peak is its per-clock rate (`rates`, per unit) times the units
+        times the clock the peak assumes, within EXACT_PEAK: then it is the hardware's bound, not
+        a vendor's round figure (an H100's FP64 tensor peak, 66.9 TFLOPS = 256 x 132 x 1.98 GHz)."""
+        rate, units, peak = (self.data.get("rates") or {}).get(test), self.data.get("units"), self.peaks.get(test)
+        if not (_is_number(rate) and _is_number(units) and _is_number(peak)) or peak <= 0:
+            return False
+        derived = rate * units * self.peak_clock_mhz(test) / 1e6        # ops a clock x units x MHz: T a second
+        return abs(derived - peak) <= EXACT_PEAK * peak
 
     def peak_clock_mhz(self, test: str) -> float:
         """The clock a test's peak assumes (some vendors quote tensor peaks at a lower clock)."""
