@@ -276,6 +276,17 @@ def test_atomics_folded_into_one_add_an_iteration_fail_the_work_guard(tmp_path):
 
 
 @lavapipe
+def test_a_fault_in_the_float_atomics_alone_fails_a_quick_run(tmp_path):
+    # --quick measures both variants of an atomic test (runner.SCREEN_ALL): half the float adds,
+    # the integer ones untouched, still fails the screening run
+    r = run_edited(tmp_path, "atomic.comp", "u < UNROLL; u++) atomicAdd(words[at], v);",
+                   "u < (IS_FLOAT != 0 ? UNROLL / 2 : UNROLL); u++) atomicAdd(words[at], v);",
+                   "atomic.global_add,atomic.global_add_contended")
+    for name in ("atomic.global_add", "atomic.global_add_contended"):
+        assert_caught(r[name], "work", "variant f32", "8 OpAtomicFAddEXT f32 = 8 ops", "the catalog claims 16")
+
+
+@lavapipe
 @pytest.mark.parametrize("descriptor, tests, words", [
     ("atomic.AtomicTest", "atomic.*", "16 OpAtomicIAdd i32 = 16 ops, the catalog claims 32"),
     ("sfu.SfuTest", "sfu.sin,sfu.rcp", "= 256 ops, the catalog claims 512"),
