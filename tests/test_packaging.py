@@ -127,6 +127,12 @@ def test_the_installed_wheel_runs_the_vulkan_suite_outside_the_repository(instal
     assert all(results[t]["status"] == "ok" and results[t]["value"] > 0 for t in LAVAPIPE_NATIVE)
     assert all(r["status"] == "ok" or r["reason"].startswith("[")
                for t, r in results.items() if t.startswith("compute."))
-    assert {"memory.read", "latency.l1", "launch.overhead"} <= {t for t, r in results.items() if r["status"] == "ok"}
+    ok = {t for t, r in results.items() if r["status"] == "ok"}
+    assert {"memory.read", "launch.overhead"} <= ok
+    # the sweep ran and named levels; which of a CPU's caches show as plateaus depends on how busy
+    # the host is (a loaded 2-core machine merged L1 into the next level once in five suites)
+    assert ok & {"latency.l1", "latency.l2", "latency.l3", "latency.dram"}
+    assert all(r["reason"].startswith("[hardware] the latency sweep found no")
+               for t, r in results.items() if t.startswith("latency.l") and t not in ok)
     jsonschema = pytest.importorskip("jsonschema")
     jsonschema.validate(doc, json.loads((ROOT / "docs" / "result.schema.json").read_text()))
