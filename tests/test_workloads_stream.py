@@ -462,15 +462,13 @@ def test_an_update_that_copies_past_the_checked_vectors_fails_the_coverage_guard
 
 def test_an_updates_destination_sums_follow_from_the_sources():
     # 3 passes over 0xFF bytes, 16 vectors read by 2 workgroups of 2 threads (4 vectors a thread):
-    # the chunk sums of what the host stores equal kept_sums of the source's chunk sums
+    # the chunk sums of what the host stores equal update_sums of the source's chunk sums
     n, blocks, block, passes = 16, 2, 2, 3
     src_sums = stream.read_sums(n, blocks, block)
     after = stream.stored("update", n, 0xFF, passes).reshape(blocks, -1, block, 4)
     want = after.sum(axis=1, dtype=np.uint32).reshape(-1, 4)
-    assert (stream.kept_sums("update", src_sums, n // (blocks * block), 0xFF, passes) == want).all()
-    assert not (stream.kept_sums("update", src_sums, n // (blocks * block), 0xFF, passes - 1) == want).any()
-    with pytest.raises(ValueError, match="only for an update, not copy"):
-        stream.kept_sums("copy", src_sums, 4, 0xFF, 1)
+    assert (stream.update_sums(src_sums, n // (blocks * block), 0xFF, passes) == want).all()
+    assert not (stream.update_sums(src_sums, n // (blocks * block), 0xFF, passes - 1) == want).any()
 
 
 def test_an_update_wrong_in_one_far_word_is_caught_and_its_slice_named(rt):

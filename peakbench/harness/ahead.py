@@ -74,10 +74,6 @@ def compile_ahead(device, tests, settings: runner.Settings, spec=None) -> Ahead 
     with ThreadPoolExecutor(max_workers=count, thread_name_prefix="compile-ahead") as pool:
         futures = [pool.submit(timed, request) for request in wanted]
     failed = sum(1 for f in futures if f.exception() is not None)
-    took = [(_label(r), f.result()) for r, f in zip(wanted, futures) if f.exception() is None]
+    took = [(r.label or r.entry, f.result()) for r, f in zip(wanted, futures) if f.exception() is None]
     return Ahead(len(wanted), failed, count, time.perf_counter() - t0,
                  max(took, key=lambda t: t[1]) if took else None)
-
-
-def _label(request) -> str:
-    return getattr(request, "label", "") or getattr(request, "entry", "") or str(request)

@@ -195,9 +195,10 @@ class SmWorkload(Workload):
     def observed(self, v) -> None:
         """Each sample becomes the slowest unit's value; the last sample's units the map."""
         readings = self.readings[-len(v.samples):]
-        lagged = self._lagging_reading(readings, v.clock_mhz)
+        implied = max(self._implied_mhz(units, s) for units, s, _ in readings if s > 0)
+        lagged = self._lagging_reading(implied, v.clock_mhz)
         if lagged:
-            v.clock_mhz = round(max(self._implied_mhz(units, s) for units, s, _ in readings if s > 0))
+            v.clock_mhz = round(implied)
         mhz = v.clock_mhz or self._implied_mhz(*readings[-1][:2])
         values = [self._value(units, mhz, size) for units, _, size in readings]
         problem, text = self._against_timer(readings, mhz)
@@ -237,17 +238,14 @@ class SmWorkload(Workload):
         longest = max(u.cycles for u in units)
         return longest / seconds / 1e6 if seconds > 0 else 1.0
 
-    def _lagging_reading(self, readings, mhz: float | None) -> str | None:
-        """Where the clock read is under the one the counters and the GPU timer imply (past
+    def _lagging_reading(self, implied: float, mhz: float | None) -> str | None:
+        """Where the clock read is under the `implied` one of the counters and the GPU timer (past
         SPAN_OVER_LAUNCH) and that one is within the device's maximum, why the reading is not
         taken: the management library's clock lags one that rose within the launches (the host
         reads each launch's records, so the GPU idles between them; an H100 read 870 MHz under
         the 1980 its counters ran at). A clock past the maximum, or none known, is left to the
         cycles guard at the reading."""
-        if not mhz:
-            return None
-        implied = max(self._implied_mhz(units, s) for units, s, _ in readings if s > 0)
-        if implied <= mhz * SPAN_OVER_LAUNCH:
+        if not mhz or implied <= mhz * SPAN_OVER_LAUNCH:
             return None
         most, where = guards.max_clock_mhz(self.rt.info, self.spec)
         if most is None or implied > most * SPAN_OVER_LAUNCH:

@@ -59,12 +59,10 @@ def stored(mode: str, n: int, prior: int, passes: int = 1, start: int = 0) -> np
     return out
 
 
-def kept_sums(mode: str, src_sums: np.ndarray, count: int, prior: int, passes: int) -> np.ndarray:
+def update_sums(src_sums: np.ndarray, count: int, prior: int, passes: int) -> np.ndarray:
     """What the chunk read sums (lane_sums) of a destination that started as `prior` bytes, after
     `passes` passes of an update over a source whose sums are `src_sums`, each sum over `count`
     vectors: an update adds the source to each vector, so the sums add too (mod 2**32)."""
-    if mode != "update":
-        raise ValueError(f"the sums of a destination are known only for an update, not {mode}")
     start = np.uint64(count * prior * 0x01010101 % (1 << 32))
     return ((src_sums.astype(np.uint64) * np.uint64(passes) + start) % (1 << 32)).astype(np.uint32)
 
@@ -526,7 +524,7 @@ class StreamWorkload(Workload):
         """What is wrong with an update's destination after `passes` passes over 0xFF bytes: its
         first KEPT_SLICE_AFTER vectors word by word against the host's (stored), then the whole
         buffer on the GPU, each thread's lane sums against those the passes make of the source's
-        (kept_sums), so no GiB crosses to the host (a slice-by-slice comparison there took 1.5 s
+        (update_sums), so no GiB crosses to the host (a slice-by-slice comparison there took 1.5 s
         of a 1 GiB buffer on the H100's host)."""
         n = min(KEPT_SLICE_AFTER, self.n_vec)
         got = np.frombuffer(self.rt.download(self.dst, n * 16), np.uint32).reshape(-1, 4)
@@ -534,7 +532,7 @@ class StreamWorkload(Workload):
         if bad.size:
             return (f"vector {int(bad[0])} of {self.n_vec} (and {bad.size - 1} more of vectors 0 to {n - 1})"
                     f" differs from the host's")
-        want = kept_sums(self.mode, self.lane_sums(self.src), self.n_vec // self.threads, 0xFF, passes)
+        want = update_sums(self.lane_sums(self.src), self.n_vec // self.threads, 0xFF, passes)
         bad = np.flatnonzero((self.lane_sums(self.dst) != want).any(axis=1))
         if bad.size:
             return (f"the sums of {bad.size} of {self.threads} reading threads differ from the host's"
