@@ -21,6 +21,9 @@ is declared here, with defaults, and read by the runner, never probed:
                     sustained value (evidence.burst), for work a power cap holds down after a
                     second or two (GEMM, sparse matrices), as GEMM benchmarks time a few products;
                     the default suite idles the GPU before such a test (Settings.burst_idle_s)
+    cores           False: its launches keep copy engines busy, not the cores, whose clock falls
+                    meanwhile; the test after it is held to the clock of the core load before it
+                    (runner.hold), not to the fallen one this workload read
 """
 from __future__ import annotations
 
@@ -48,6 +51,7 @@ class Workload:
     timing: str = "gpu"
     census = False
     burst = False
+    cores = True
     loop_items: int | None = None
     params: dict
     evidence: dict

@@ -241,7 +241,7 @@ def measure_on(load: Load, workload, per_item: float, unit: str, settings: Setti
         started = load.since
     began, held = load.start(time.perf_counter(), settings, started)
     v = measure(workload, per_item, unit, settings, began, clock, held)
-    load.end(time.perf_counter(), v.clock_mhz)
+    load.end(time.perf_counter(), v.clock_mhz if workload.cores else load.mhz)
     return v
 
 

@@ -147,6 +147,7 @@ class TransferSweep(Sweep):
 
 class TransferWorkload(Workload):
     """One transfer test and variant (`pinned`, `pageable`) over a link."""
+    cores = False               # copies: the SM clock fell to 1365 MHz under a quick run's host link
 
     @release_on_failure
     def __init__(self, test, variant, link):
