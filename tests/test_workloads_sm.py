@@ -123,6 +123,15 @@ def test_a_clock_reading_that_lags_the_counters_is_replaced_by_theirs_within_the
     assert r.value == pytest.approx(fast.value * implied / MHZ, rel=1e-3)
 
 
+def test_counters_a_little_past_the_maximum_clock_are_taken(rt):
+    # an H100's SM counters ran at 2040-2085 MHz, past its 1980 maximum (guards.CLOCK_OVERSHOOT)
+    from peakbench.specs import GpuSpec
+    implied = 0.9 * MHZ
+    r = run(rt, "sm.fp32", read_mhz=MHZ / 2.27, spec=GpuSpec("Fake GPU", implied / 1.04, {}))
+    assert r.status == "ok" and r.clock_mhz == pytest.approx(implied, rel=1e-3), r.reason
+    assert "within 6% of the" in r.evidence["guards"]["cycles"]["why"]
+
+
 @pytest.mark.parametrize("maximum", [None, MHZ])
 def test_a_lagging_reading_is_not_replaced_without_a_maximum_or_past_it(rt, maximum):
     # counters spanning 1.8x the launch imply 1.8x the clock: past a maximum of the clock read,

@@ -243,15 +243,16 @@ class SmWorkload(Workload):
         SPAN_OVER_LAUNCH) and that one is within the device's maximum, why the reading is not
         taken: the management library's clock lags one that rose within the launches (the host
         reads each launch's records, so the GPU idles between them; an H100 read 870 MHz under
-        the 1980 its counters ran at). A clock past the maximum, or none known, is left to the
-        cycles guard at the reading."""
+        the 1980 its counters ran at). A clock past the maximum by more than an SM clock may run
+        past it (guards.CLOCK_OVERSHOOT), or none known, is left to the cycles guard at the reading."""
         if not mhz or implied <= mhz * SPAN_OVER_LAUNCH:
             return None
         most, where = guards.max_clock_mhz(self.rt.info, self.spec)
-        if most is None or implied > most * SPAN_OVER_LAUNCH:
+        if most is None or implied > most * (1 + guards.CLOCK_OVERSHOOT):
             return None
         return (f"the clock read {mhz:.0f} MHz, under the {implied:.0f} MHz the longest unit's cycles over"
-                f" its launch's GPU time imply, within the {most:.0f} MHz maximum ({where}): taken at that")
+                f" its launch's GPU time imply, within {guards.CLOCK_OVERSHOOT:.0%} of the {most:.0f} MHz maximum"
+                f" ({where}): taken at that")
 
     def _against_timer(self, readings, mhz: float) -> tuple[str | None, str]:
         """No unit's span longer than its launch (SPAN_OVER_LAUNCH), at the clock used."""
