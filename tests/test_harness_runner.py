@@ -248,12 +248,14 @@ class Copies(FakeWorkload):
 def test_a_copy_test_hands_on_the_core_clock_before_it_not_the_one_it_let_fall(clock):
     """A host link's copies leave the SMs idle (1365 MHz after a quick run's transfer.bidir on an
     H100): the core test after it is held to the 1980 MHz of the core load before, and warms up
-    again, instead of continuing at the fallen clock (sm.fp32 read 0.67x its default value)."""
+    again, instead of continuing at the fallen clock (sm.fp32 read 0.67x its default value); the
+    copies themselves are not held to it (warming up on copies, 0.22 s each, could not restore it)."""
     settings = Settings(sample_s=0.002, warmup_s=0.3, min_samples=3, max_samples=3, budget_s=10.0, warm_gap_s=1.0)
     load = runner.Load()
     runner.measure_on(load, FakeWorkload(1e-6, 1e6, clock=clock), 1.0, "TOPS", settings, lambda: 1980.0)
     copy = runner.measure_on(load, Copies(1e-6, 1e6, clock=clock), 1.0, "GB/s", settings, lambda: 1365.0)
     assert copy.clock_mhz == 1365.0 and load.mhz == 1980.0
+    assert "warm_up" not in copy.evidence          # nor warmed up again by copies, which cannot raise it
     core = runner.measure_on(load, FakeWorkload(1e-6, 1e6, clock=clock), 1.0, "TOPS", settings,
                              Ramp(clock, 1365.0, 1980.0, 300.0, 0.02))
     assert core.evidence["warm_up"].startswith("warmed up again: the clock read 1365 MHz, under the 1980 MHz")

@@ -240,7 +240,8 @@ def measure_on(load: Load, workload, per_item: float, unit: str, settings: Setti
         load.begin(time.perf_counter(), 0)
         started = load.since
     began, held = load.start(time.perf_counter(), settings, started)
-    v = measure(workload, per_item, unit, settings, began, clock, held)
+    # copies cannot bring a fallen core clock back: they are not held to it (hold), nor hand it on
+    v = measure(workload, per_item, unit, settings, began, clock, held if workload.cores else None)
     load.end(time.perf_counter(), v.clock_mhz if workload.cores else load.mhz)
     return v
 
