@@ -256,3 +256,26 @@ def test_an_exact_peak_is_the_rate_times_the_units_times_the_clock_it_assumes():
     assert rated.exact_peak("compute.fp32")                 # 256 x 200 x 2 GHz = 102.4 T
     assert not rated.exact_peak("matrix.fp16.fp32")         # 409.6 by the rate: not what the peak says
     assert not rated.exact_peak("compute.fp64")             # no peak, no rate
+
+
+def test_an_integer_loop_is_held_to_the_imad_slots_it_takes():
+    """compute.int64 on an H100: 2 IMAD + IMAD.WIDE.U32 + IADD3 a multiply-add, 4 IMAD slots, so a
+    quarter of compute.int32's peak; the descriptor's own bound (one IMAD) allowed four times it."""
+    from peakbench.catalog import default_catalog
+    from peakbench.evidence.sass_rules import multiply_add_bound
+    from peakbench.specs import load_database
+    h100 = next(s for s in load_database() if s.name == "NVIDIA H100 SXM5")
+    int64 = default_catalog().get("compute.int64")
+    params = {"unroll": 64, "accumulators": 8, "width": 1}
+    loop = multiply_add_bound("compute.int64", params, {"IMAD": 1024, "IMAD.WIDE.U32": 512, "IADD3": 512, "BRA": 1})
+    assert loop == ("compute.int32", 0.25, "its loop takes 2048 IMAD issue slots for 512 multiply-adds (each of its"
+                                           " 512 IMAD.WIDE writes a 64-bit result: two slots)")
+    problem, text = guards.clock_ceiling(int64, 8.325, 1980.0, h100, loop)
+    assert problem is None and text.startswith("8.325 TOPS is 0.99x the per-clock peak at 1980 MHz (0.25 x compute.int32")
+    # twice the work counted: over the loop's bound, where the descriptor's let it pass at 0.5x
+    assert guards.clock_ceiling(int64, 16.65, 1980.0, h100, loop)[0]
+    assert guards.clock_ceiling(int64, 16.65, 1980.0, h100)[0] is None
+    # a move made an IMAD takes a slot too; a loop with no IMAD, or another test, has no such bound
+    assert multiply_add_bound("compute.int16", params, {"IMAD": 512, "IMAD.MOV.U32": 8, "PRMT": 520})[1] == 512 / 520
+    assert multiply_add_bound("compute.int64", params, {"V_MAD_U64_U32": 512}) is None
+    assert multiply_add_bound("compute.int32", params, {"IMAD": 512}) is None

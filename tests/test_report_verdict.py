@@ -65,6 +65,19 @@ def test_a_derived_ceiling_is_named_as_such():
     assert found["by"] == "silicon" and "ceiling derived from another test's peak" in found["why"]
 
 
+def test_an_int64_rate_at_what_its_loop_can_issue_is_the_silicons():
+    """compute.int64 has no vendor peak: against compute.int32's it read 25% (unknown); its loop's
+    IMAD slots (sass_rules.multiply_add_bound) put it at 100% of what that code can issue."""
+    why = "its loop takes 2048 IMAD issue slots for 512 multiply-adds (each of its 512 IMAD.WIDE writes ...)"
+    guard = {"verdict": "passed", "why": f"8.339 TOPS is 1.00x the per-clock peak at 1980 MHz (0.25 x"
+                                         f" compute.int32's peak of spec NVIDIA H200 SXM: {why})"}
+    found = verdict.limit(ok("compute.int64", 8.339, "TOPS", clock_mhz=1980, evidence={
+        "guards": {"clock-ceiling": guard}, "machine_bound": {"of": "compute.int32", "share": 0.25, "why": why}}), H200)
+    assert found["by"] == "silicon", found
+    assert found["why"].startswith("100% of the per-clock ceiling its machine code sets (0.25 x compute.int32's"
+                                   " peak: its loop takes 2048 IMAD issue slots"), found["why"]
+
+
 def runs_of(vulkan: dict, cuda: dict) -> list[dict]:
     device = {"name": "NVIDIA H200", "uuid": "31afc52e-1ee3-2cd6-d471-9b78c9214a77"}
     out = []

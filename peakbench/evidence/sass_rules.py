@@ -93,3 +93,41 @@ def census(test: str, params: dict, sass: dict) -> LoopCensus | None:
     work = sum(n * macs_per_warp(op) for op, n in mma.items()) * 2 * warps
     return LoopCensus(ops, work, frozenset(mma_types(op) for op in mma), SOURCE,
                       "" if mma else f"no MMA instruction in the loop: {loop}")
+
+
+# The 32-bit integer multiply-add pipe (the spec's compute.int32 rate, which compute.int32's IMAD
+# loop reaches): an IMAD of any form takes one issue slot of it, a move or a shift the compiler
+# made an IMAD too; IMAD.WIDE writes a 64-bit result, two of the 32-bit results the pipe delivers
+# a clock, and takes two. The integer tests whose multiply-adds run on it have no vendor peak:
+# their loop's slots bound them (an H100's int64 loop, 2 IMAD + IMAD.WIDE.U32 + IADD3 a
+# multiply-add, reads 99.6% of a quarter of compute.int32's peak; PERFORMANCE_ANALYSIS.md,
+# "Ahead of the peers").
+MULTIPLY_ADD_PIPE = "compute.int32"
+ON_THE_MULTIPLY_ADD_PIPE = ("int64", "int16")
+
+
+def imad_slots(loop_mix: dict[str, int]) -> tuple[int, int]:
+    """(the IMAD pipe's issue slots one trip of the loop takes, of which IMAD.WIDE's)."""
+    slots = wide = 0
+    for op, n in loop_mix.items():
+        parts = str(op).split(".")
+        if parts[0] == "IMAD":
+            slots += 2 * n if "WIDE" in parts[1:] else n
+            wide += n if "WIDE" in parts[1:] else 0
+    return slots, wide
+
+
+def multiply_add_bound(test: str, params: dict, loop_mix: dict[str, int]) -> tuple[str, float, str] | None:
+    """(MULTIPLY_ADD_PIPE, the share of its peak the loop can reach, why) for an integer vector
+    test whose multiply-adds run on the IMAD pipe: its multiply-adds a trip (unroll x accumulators
+    x width) over the slots they take; None for any other test or a loop with no IMAD."""
+    family, _, dtype = test.partition(".")
+    if family != "compute" or dtype not in ON_THE_MULTIPLY_ADD_PIPE:
+        return None
+    slots, wide = imad_slots(loop_mix or {})
+    macs = int(params.get("unroll") or 0) * int(params.get("accumulators") or 0) * int(params.get("width") or 0)
+    if not slots or not macs:
+        return None
+    why = (f"its loop takes {slots} IMAD issue slots for {macs} multiply-adds"
+           + (f" (each of its {wide} IMAD.WIDE writes a 64-bit result: two slots)" if wide else ""))
+    return MULTIPLY_ADD_PIPE, macs / slots, why

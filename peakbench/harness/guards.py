@@ -274,15 +274,22 @@ def at_counts(counts: tuple[int, ...], check, noun: str, evidence: dict) -> str 
     return None
 
 
-def clock_ceiling(test, value: float, clock_mhz: float | None, spec) -> tuple[str | None, str]:
+def clock_ceiling(test, value: float, clock_mhz: float | None, spec, loop: tuple | None = None) -> tuple[str | None, str]:
     """(problem, evidence) of a compute or matrix rate against the spec's peak at the measured
     clock. A reading under the boost clock may be a sample taken between launches (NVML reports
     the clock of the last interval, which short launches can leave idle: 555 MHz was read during
     a quick matrix test running at full rate:
     PERFORMANCE_ANALYSIS.md, "The run checks itself: guards on the H200"), so only a rate above
     the peak at the higher of the measured and the boost clock fails; above the measured clock's
-    alone is a note."""
+    alone is a note. `loop`: (a test, the share of its peak, why) that the kernel's machine code
+    allows where the vendor gives no peak (sass_rules.multiply_add_bound); it holds the rate where
+    it is the lower ceiling."""
     ceiling = spec.ceiling(test.name) if spec else None
+    if loop and spec and spec.peak(test.name) is None and spec.peak(loop[0]) is not None:
+        base, share, why = loop
+        if ceiling is None or spec.peak(base) * share < ceiling[0]:
+            ceiling = (spec.peak(base) * share, spec.peak_clock_mhz(base),
+                       f"{share:.4g} x {base}'s peak of spec {spec.name}: {why}")
     if ceiling is None:
         return None, "not checked: no spec peak"
     peak, peak_mhz, where = ceiling

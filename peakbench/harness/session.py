@@ -17,6 +17,7 @@ from typing import Callable
 from peakbench.backend import Unsupported, error_text
 from peakbench.catalog import TestSpec, default_catalog
 from peakbench.catalog.descriptors import MemoryTest
+from peakbench.evidence.sass_rules import multiply_add_bound
 from peakbench import telemetry
 from peakbench.harness import guards
 from peakbench.harness import runner, stability
@@ -129,7 +130,12 @@ def measured_guards(test: TestSpec, v: VariantResult, device, spec, checks: dict
     if v.timing:
         problem = _apply(checks, "timer", guards.timer(v.timing, device.info.kind == "cpu"))
     if not problem and test.clocked:
-        problem = _apply(checks, "clock-ceiling", guards.clock_ceiling(test, v.summary.median, v.clock_mhz, spec))
+        found = v.evidence.get("sass")        # the Vulkan driver's loop; CUDA's is the evidence's own
+        loop = multiply_add_bound(test.name, v.params, v.evidence.get("loop_mix")
+                                  or (found.get("loop_mix") if isinstance(found, dict) else None))
+        if loop:
+            v.evidence["machine_bound"] = {"of": loop[0], "share": round(loop[1], 4), "why": loop[2]}
+        problem = _apply(checks, "clock-ceiling", guards.clock_ceiling(test, v.summary.median, v.clock_mhz, spec, loop))
     if not problem and test.family == "latency":
         problem = _apply(checks, "cycle-clock", guards.cycle_clock(v.clock_mhz, device.info, spec))
         problem = problem or _apply(checks, "cycles", guards.cycles_agree(

@@ -77,7 +77,9 @@ def limit(r: dict, spec: dict | None = None, health: dict | None = None) -> dict
     clock_text = f"{clock:.0f} MHz" + (f" of the {boost:.0f} MHz boost" if boost else "") if clock else ""
     peak = "peak"
     if at_clock is None and (at_clock := _bound_share(evidence)) is not None:
-        peak = "ceiling derived from another test's peak (no vendor peak)"
+        bound = evidence.get("machine_bound") if isinstance(evidence.get("machine_bound"), dict) else None
+        peak = (f"ceiling its machine code sets ({bound.get('share')} x {bound.get('of')}'s peak: {bound.get('why')})"
+                if bound else "ceiling derived from another test's peak (no vendor peak)")
     if at_clock is not None:
         share = at_clock / 100
         evidence_ = {"pct_of_clock_peak": at_clock, "clock_mhz": clock, "boost_clock_mhz": boost,
