@@ -188,3 +188,65 @@ def test_back_to_back_copies_move_different_bytes_until_the_buffer_wraps():
     assert link.offsets == [0, quarter, 2 * quarter, 3 * quarter, 0, quarter]
     w.run(2)
     assert link.offsets == [0, 0]
+
+
+class UnevenLink(NumpyLink):
+    """A link that times each direction (copy_each) and carries both ways at once unevenly, as an
+    H100 host did (nvbandwidth: h2d 48.32 GB/s while d2h runs, d2h 30.77 while h2d runs, one way
+    alone 55): a direction that ends first leaves the other the link to itself. `lose`: the last
+    piece of the faster direction is never copied."""
+    BOTH = {"h2d": 48.32e9, "d2h": 30.77e9}
+    ALONE = 55e9
+
+    def __init__(self, lose=False, **kw):
+        super().__init__(**kw)
+        self.lose = lose
+
+    def copy_each(self, jobs, nbytes, ats):
+        for (direction, host, device), at in zip(jobs, ats):
+            for o in at[:-1] if self.lose and len(at) > min(len(a) for a in ats) else at:
+                if direction == "h2d":
+                    device[o:o + nbytes] = host.array[o:o + nbytes]
+                else:
+                    host.array[o:o + nbytes] = device[o:o + nbytes]
+        left = {d: len(at) * nbytes for (d, _, _), at in zip(jobs, ats)}
+        t, ends = 0.0, {}
+        while left:
+            rates = self.BOTH if len(left) == 2 else {d: self.ALONE for d in left}
+            step = min(left[d] / rates[d] for d in left)
+            t += step
+            for d in list(left):
+                left[d] -= rates[d] * step
+                if left[d] <= 1e-6:
+                    ends[d], left = t, {k: v for k, v in left.items() if k != d}
+        return t, [ends[d] for d, _, _ in jobs]
+
+
+def test_both_directions_are_balanced_to_end_together_and_read_the_links_rate_both_ways():
+    """Equal bytes each way read 73.3 GB/s on such a link (the slower direction's tail alone),
+    where it carries 79.1 both ways: the faster direction given more pieces reads that."""
+    test = TESTS["transfer.bidir"]
+    w = TransferWorkload(test, test.variants[0], UnevenLink(value_bytes=8 << 20))
+    first = rate(w.items(2), w.run(2), 1, "GB/s")
+    assert first == pytest.approx(73.3, abs=0.2)
+    for _ in range(6):
+        balanced = rate(w.items(2), w.run(2), 1, "GB/s")
+    assert balanced == pytest.approx(48.32 + 30.77, rel=0.01), balanced
+    pieces = w.params["balanced"]
+    assert pieces["d2h"]["pieces"] == 16 and 24 <= pieces["h2d"]["pieces"] <= 26, pieces
+    assert w.items(2) == (pieces["h2d"]["pieces"] + pieces["d2h"]["pieces"]) * (1 << 20)
+    # the measured guard copies the balanced counts, each piece at its own offset
+    problem, why = w.after_timing(2)
+    assert problem is None and why.startswith(f"the measured 16 and {pieces['h2d']['pieces']} pieces a launch"), why
+    # one direction alone, or pageable memory, is copied whole, as before
+    one = TransferWorkload(TESTS["transfer.h2d"], TESTS["transfer.h2d"].variants[0], UnevenLink())
+    assert not one.balanced and "pieces" not in one.params
+
+
+def test_a_lost_piece_of_the_balanced_copies_fails_the_measured_guard():
+    test = TESTS["transfer.bidir"]
+    w = TransferWorkload(test, test.variants[0], UnevenLink(value_bytes=8 << 20, lose=True))
+    for _ in range(4):
+        w.run(2)
+    problem, _ = w.after_timing(2)
+    assert problem and problem.startswith("the measured 16 and 2") and "h2d:" in problem, problem

@@ -45,6 +45,7 @@ class CudaLink(RuntimeBuffers):
             self.streams = [rt.stream, cp.cuda.Stream(non_blocking=True)]
             self.start, self.end = cp.cuda.Event(), cp.cuda.Event()
             self.joined = cp.cuda.Event(disable_timing=True)
+            self.ends = [cp.cuda.Event() for _ in self.streams]
 
     def host(self, nbytes: int, kind: str) -> HostBuffer:
         if kind == "pinned":
@@ -100,6 +101,30 @@ class CudaLink(RuntimeBuffers):
             self.end.record(first)
             self.end.synchronize()
             return cp.cuda.get_elapsed_time(self.start, self.end) / 1e3
+
+    def copy_each(self, jobs, nbytes: int, ats: list[list[int]]) -> tuple[float, list[float]]:
+        """Job i's copies at the offsets ats[i] on stream i, the streams from one start event: the
+        seconds until the last ends, and each stream's until its own end event."""
+        if len(jobs) > len(self.streams):
+            raise ValueError(f"{len(jobs)} copies at once, {len(self.streams)} streams")
+        first = self.streams[0]
+        with self.rt.device:
+            self.start.record(first)
+            for stream in self.streams[1:len(jobs)]:
+                stream.wait_event(self.start)
+            for k in range(max(len(at) for at in ats)):      # issued in turn, so both start at once
+                for (direction, host, device), stream, at in zip(jobs, self.streams, ats):
+                    if k < len(at):
+                        dst, src = ((_pointer(device), host.extra["ptr"]) if direction == "h2d"
+                                    else (host.extra["ptr"], _pointer(device)))
+                        cp.cuda.runtime.memcpyAsync(dst + at[k], src + at[k], nbytes, KIND[direction], stream.ptr)
+            for stream, end in zip(self.streams[:len(jobs)], self.ends):
+                end.record(stream)
+                first.wait_event(end)
+            self.end.record(first)
+            self.end.synchronize()
+            each = [cp.cuda.get_elapsed_time(self.start, end) / 1e3 for end in self.ends[:len(jobs)]]
+            return cp.cuda.get_elapsed_time(self.start, self.end) / 1e3, each
 
     def describe(self, kind: str) -> dict:
         host = {"pinned": "page-locked host memory (cudaHostAlloc, cudaHostAllocDefault)",

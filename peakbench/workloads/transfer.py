@@ -17,6 +17,13 @@ A link is:
     describe(kind) -> dict           what the host memory, the engine and the timer are (params)
     release(buf), close()
 
+and, where the link can time each job on its own (CUDA's streams):
+
+    copy_each(jobs, nbytes, ats) -> (s, [s])
+                                     job i's copies at the offsets ats[i], the jobs side by side from
+                                     one start: the seconds until the last ends, and each job's
+                                     seconds until its own last copy ends
+
 and for the `mapped` variant of transfer.h2d (a kernel reading host memory, no copy engine):
 
     rt, stream                       the runtime and its stream kernel (workloads/stream.py)
@@ -24,7 +31,11 @@ and for the `mapped` variant of transfer.h2d (a kernel reading host memory, no c
                                      what the runtime's launch takes for it
 
 An item is one byte moved; a launch of size `size` is `size` copies of value_bytes per direction
-(the mapped read: `size` passes of the kernel over the host buffer).
+(the mapped read: `size` passes of the kernel over the host buffer). Both directions at once, on
+a link with copy_each, go in pieces of value_bytes / BALANCE_PIECES, the faster direction taking
+as many more as it moved more the launch before, so that both run until the launch ends: the
+rate is the link's while it carries both ways, not a mix of that and the slower direction's
+tail alone (PERFORMANCE_ANALYSIS.md, "Bidirectional copies").
 """
 from __future__ import annotations
 
@@ -46,6 +57,7 @@ SWEEP_STEP = 4
 SWEEP_SAMPLE_S = 0.004
 DIRECTIONS = {"h2d": ("h2d",), "d2h": ("d2h",), "bidir": ("h2d", "d2h")}
 SEEDS = {"h2d": 0x9E3779B1, "d2h": 0x85EBCA77}   # different data each way: crossed lanes fail
+BALANCE_PIECES = 8                               # pieces a copy of both directions is issued in
 
 
 @dataclass
@@ -163,20 +175,52 @@ class TransferWorkload(Workload):
                 link.write_device(lane.device, data)
             else:
                 lane.host.array[:] = data
+        self.balanced = len(self.lanes) > 1 and self.kind == "pinned" and hasattr(link, "copy_each")
+        self.pace: list[float] | None = None     # each lane's pieces a second, the last balanced launch
+        self.moved: list[int] | None = None      # each lane's bytes, the last balanced launch
         self.params = {"transfer_bytes": self.nbytes, "directions": [lane.direction for lane in self.lanes],
                        "bytes_counted": "both directions" if len(self.lanes) > 1 else test.dtype,
                        **link.describe(self.kind)}
+        if self.balanced:
+            self.params["pieces"] = (f"{BALANCE_PIECES} a copy a direction, the faster direction given more so"
+                                     " that both end together")
         self.evidence = {}
 
     def jobs(self) -> list[tuple]:
         return [(lane.direction, lane.host, lane.device) for lane in self.lanes]
 
     def run(self, size: int, nbytes: int | None = None) -> float:
+        if self.balanced and nbytes is None:
+            return self._run_balanced(size)
         nbytes = nbytes or self.nbytes
         return self.link.copy(self.jobs(), nbytes, offsets(nbytes, self.nbytes, size))
 
     def items(self, size: int, nbytes: int | None = None) -> int:
+        if self.balanced and nbytes is None and self.moved:
+            return sum(self.moved)
         return size * (nbytes or self.nbytes) * len(self.lanes)
+
+    def piece(self) -> int:
+        return max(4096, self.nbytes // BALANCE_PIECES // 4096 * 4096)
+
+    def counts(self, size: int) -> list[int]:
+        """Each lane's pieces in a launch of `size`: the slowest lane's size x the pieces a copy,
+        each other lane's in proportion to its pace the launch before."""
+        pieces = size * max(1, self.nbytes // self.piece())
+        if not self.pace:
+            return [pieces] * len(self.lanes)
+        slowest = min(self.pace)
+        return [max(pieces, round(pieces * p / slowest)) for p in self.pace]
+
+    def _run_balanced(self, size: int, piece: int | None = None) -> float:
+        counts, piece = self.counts(size), piece or self.piece()
+        seconds, ends = self.link.copy_each(self.jobs(), piece, [offsets(piece, self.nbytes, c) for c in counts])
+        if all(e > 0 for e in ends):
+            self.pace = [c / e for c, e in zip(counts, ends)]
+        self.moved = [c * piece for c in counts]
+        self.params["balanced"] = {lane.direction: {"pieces": c, "ms": round(e * 1e3, 3)}
+                                   for lane, c, e in zip(self.lanes, counts, ends)}
+        return seconds
 
     def verify(self) -> str | None:
         """Each lane's copy against the host data, at a small size and at the full one (a copy
@@ -202,22 +246,28 @@ class TransferWorkload(Workload):
         """The measured count of copies, each of 1/size of the buffers so that copy k lands at
         its own offset (offsets()), into cleared destinations: every lane must then hold all its
         data, so a copy of the launch lost or cut short leaves its slice empty."""
-        nbytes = self.nbytes // size // 4096 * 4096
-        if size < 2 or nbytes < 4096:
+        counts = self.counts(size) if self.balanced else [size] * len(self.lanes)
+        nbytes = self.nbytes // max(counts) // 4096 * 4096
+        if max(counts) < 2 or nbytes < 4096:
             return None, f"not checked: {size} cop{'y' if size == 1 else 'ies'} a launch, checked as such by iterations"
         for lane in self.lanes:
             if lane.direction == "h2d":
                 self.link.clear_device(lane.device)
             else:
                 lane.host.array[:] = 0
-        self.run(size, nbytes)
-        moved = size * nbytes
-        for lane in self.lanes:
+        if self.balanced:
+            self.link.copy_each(self.jobs(), nbytes, [offsets(nbytes, self.nbytes, c) for c in counts])
+        else:
+            self.run(size, nbytes)
+        what = "copies" if len(set(counts)) == 1 else "pieces"
+        told = " and ".join(f"{c}" for c in sorted(set(counts)))
+        for lane, count in zip(self.lanes, counts):
+            moved = count * nbytes
             got = self.link.read_device(lane.device, moved) if lane.direction == "h2d" else lane.host.array[:moved]
-            problem = check_bytes(got, lane.data[:moved], f"{lane.direction}: {size} copies of {nbytes} bytes")
+            problem = check_bytes(got, lane.data[:moved], f"{lane.direction}: {count} {what} of {nbytes} bytes")
             if problem:
-                return f"the measured {size} copies a launch, each at its own offset: {problem}", problem
-        return None, f"the measured {size} copies a launch, {nbytes} bytes each at its own offset, all arrived"
+                return f"the measured {told} {what} a launch, each at its own offset: {problem}", problem
+        return None, f"the measured {told} {what} a launch, {nbytes} bytes each at its own offset, all arrived"
 
     def series(self) -> TransferSweep | None:
         """GB/s over transfer sizes, once per test, on the pinned variant."""
