@@ -15,6 +15,7 @@ from fake_hip import FakePointer, api
 from peakbench.catalog import transfer as catalog
 from peakbench.harness.runner import Settings
 from peakbench.harness.session import run_test
+from peakbench.workloads import transfer
 from peakbench.workloads import transfer as workload
 
 TESTS = {t.name: t for t in catalog.HOST_LINK}
@@ -32,8 +33,9 @@ class TransferHip(fake_hip.FakeHip):
         self.copies: list[tuple] = []
         self.waits: list[tuple] = []
         self.short = 0
-        self.timed = 0
-        self.ms = None
+        self.ms = None                 # ms a copy of copy_bytes on its stream, where set
+        self.copy_bytes = 1 << 20
+        self.lane: dict = {}           # each stream's time in ms (the `ms` model)
 
     @api(1)
     def hipHostMalloc(self, nbytes, flags):
@@ -73,6 +75,8 @@ class TransferHip(fake_hip.FakeHip):
     @api()
     def hipMemcpyAsync(self, dst, src, nbytes, kind, stream):
         self.copies.append((kind, nbytes, stream, int(dst) if not isinstance(dst, np.ndarray) else dst.ctypes.data))
+        if self.ms is not None:
+            self.lane[stream.serial] = self.lane.get(stream.serial, 0.0) + self.ms * nbytes / self.copy_bytes
         device_side = dst if kind == fake_hip.hipMemcpyKind.hipMemcpyHostToDevice else src
         assert self._inside(self.memory, int(device_side), nbytes), "the device side of a copy is not device memory"
         n = nbytes - self.short
@@ -81,22 +85,21 @@ class TransferHip(fake_hip.FakeHip):
     @api()
     def hipStreamWaitEvent(self, stream, event, flags):
         self.waits.append((stream, event))
+        self.lane[stream.serial] = max(self.lane.get(stream.serial, 0.0), event.extra.get("ms", 0.0))
 
     @api()
     def hipEventRecord(self, event, stream):
         event.extra["at"] = time.perf_counter()
+        event.extra["ms"] = self.lane.get(stream.serial, 0.0)
 
     @api(1)
     def hipEventElapsedTime(self, start, end):
         """The host time between the events' records (the guards compare GPU and host time); with
-        `ms` set, ms per copy of the busiest stream since the last reading."""
-        batch, self.timed = self.copies[self.timed:], len(self.copies)
+        `ms` set, each stream's time: `ms` a copy (a piece of 1/k of a copy's bytes 1/k of it),
+        streams side by side, a wait taking the time of the event it waits for."""
         if self.ms is None:
             return (end.extra["at"] - start.extra["at"]) * 1e3
-        per_stream = {}
-        for _, _, stream, _ in batch:
-            per_stream[stream.serial] = per_stream.get(stream.serial, 0) + 1
-        return self.ms * max(per_stream.values(), default=0)
+        return end.extra["ms"] - start.extra["ms"]
 
 
 def play_stream_read(hip, launch):
@@ -142,24 +145,47 @@ def test_every_transfer_test_verifies_and_measures(device, hip, name):
     assert not hip.host                               # every page-locked buffer freed
 
 
-def test_bidir_puts_each_direction_on_its_own_stream_between_one_pair_of_events(device, hip):
+def test_bidir_puts_each_direction_on_its_own_stream_in_pieces_timed_to_each_streams_end(device, hip):
     test = TESTS["transfer.bidir"]
     w = device.prepare(test, test.variants[0])
     try:
         hip.calls.clear()
         hip.copies.clear()
-        hip.timed, hip.ms = 0, MS
+        hip.ms = MS
         assert w.run(2) == pytest.approx(2 * MS / 1e3)       # the two streams side by side
         assert w.items(2) == 2 * 2 * (1 << 20)
         kinds = fake_hip.hipMemcpyKind
         h2d = [c for c in hip.copies if c[0] == kinds.hipMemcpyHostToDevice]
         d2h = [c for c in hip.copies if c[0] == kinds.hipMemcpyDeviceToHost]
-        assert len(h2d) == len(d2h) == 2
+        assert len(h2d) == len(d2h) == 2 * transfer.BALANCE_PIECES and {c[1] for c in h2d} == {(1 << 20) // 8}
         assert {c[2].serial for c in h2d} != {c[2].serial for c in d2h}
         assert {c[2].serial for c in h2d} == {device.rt.stream.serial}
         names = [c[0] for c in hip.calls]
-        assert names[0] == "hipEventRecord" and names[-2:] == ["hipEventSynchronize", "hipEventElapsedTime"]
-        assert names.count("hipStreamWaitEvent") == 2      # the second stream after the start, the end after it
+        assert names[0] == "hipEventRecord" and names[-4:] == ["hipEventSynchronize"] + ["hipEventElapsedTime"] * 3
+        assert names.count("hipStreamWaitEvent") == 3      # the second stream after the start, the end after both
+        assert w.params["balanced"] == {"h2d": {"pieces": 16, "ms": 1.0}, "d2h": {"pieces": 16, "ms": 1.0}}
+    finally:
+        w.close()
+
+
+def test_the_faster_direction_is_given_more_pieces(device, hip):
+    """d2h at twice h2d's pace: after one launch it carries twice the pieces, and both end together."""
+    test = TESTS["transfer.bidir"]
+    w = device.prepare(test, test.variants[0])
+    try:
+        hip.ms = MS
+        real = hip.hipMemcpyAsync
+
+        def paced(dst, src, nbytes, kind, stream):
+            out = real(dst, src, nbytes, kind, stream)
+            if kind == fake_hip.hipMemcpyKind.hipMemcpyDeviceToHost:      # half the time a d2h piece
+                hip.lane[stream.serial] -= MS * nbytes / hip.copy_bytes / 2
+            return out
+        hip.hipMemcpyAsync = paced
+        w.run(1)
+        seconds = w.run(1)
+        assert w.params["balanced"]["h2d"]["pieces"] == 8 and w.params["balanced"]["d2h"]["pieces"] == 16
+        assert w.params["balanced"]["h2d"]["ms"] == w.params["balanced"]["d2h"]["ms"] == pytest.approx(seconds * 1e3)
     finally:
         w.close()
 
@@ -228,7 +254,7 @@ def test_close_destroys_the_second_stream_and_the_events(device, hip):
     assert len([c for c in hip.calls if c[0] == "hipStreamCreate"]) == before + 1
     w.close()
     names = [c[0] for c in hip.calls]
-    assert names.count("hipEventDestroy") == 3 and names.count("hipStreamDestroy") == 1
+    assert names.count("hipEventDestroy") == 5 and names.count("hipStreamDestroy") == 1
     assert names.count("hipHostFree") == 1
 
 

@@ -42,6 +42,7 @@ class HipLink(RuntimeBuffers):
         self.streams, self.events = [rt.stream], []
         self.streams.append(self.api.call(self.hip.hipStreamCreate))
         self.events = [self.api.call(self.hip.hipEventCreate) for _ in range(3)]   # start, joined, end
+        self.ends = [self.api.call(self.hip.hipEventCreate) for _ in self.streams]  # each stream's, copy_each
 
     def host(self, nbytes: int, kind: str) -> HostBuffer:
         if kind in ("pinned", "mapped"):
@@ -102,6 +103,31 @@ class HipLink(RuntimeBuffers):
         call(hip.hipEventSynchronize, end)
         return float(call(hip.hipEventElapsedTime, start, end)) / 1e3
 
+    def copy_each(self, jobs, nbytes: int, ats: list[list[int]]) -> tuple[float, list[float]]:
+        """Job i's copies at the offsets ats[i] on stream i, issued in turn, the streams from one
+        start event: the seconds until the last ends, and each stream's until its own end event."""
+        if len(jobs) > len(self.streams):
+            raise ValueError(f"{len(jobs)} copies at once, {len(self.streams)} streams")
+        call, hip = self.api.call, self.hip
+        start, _, end = self.events
+        first = self.streams[0]
+        call(hip.hipEventRecord, start, first)
+        for stream in self.streams[1:len(jobs)]:
+            call(hip.hipStreamWaitEvent, stream, start, 0)
+        for k in range(max(len(at) for at in ats)):
+            for (direction, host, device), stream, at in zip(jobs, self.streams, ats):
+                if k < len(at):
+                    near, far = _at(host.extra["src"], at[k]), _at(device.ptr, at[k])
+                    dst, src = (far, near) if direction == "h2d" else (near, far)
+                    call(hip.hipMemcpyAsync, dst, src, nbytes, self.kinds[direction], stream)
+        for stream, mark in zip(self.streams[:len(jobs)], self.ends):
+            call(hip.hipEventRecord, mark, stream)
+            call(hip.hipStreamWaitEvent, first, mark, 0)
+        call(hip.hipEventRecord, end, first)
+        call(hip.hipEventSynchronize, end)
+        each = [float(call(hip.hipEventElapsedTime, start, mark)) / 1e3 for mark in self.ends[:len(jobs)]]
+        return float(call(hip.hipEventElapsedTime, start, end)) / 1e3, each
+
     def describe(self, kind: str) -> dict:
         host = {"pinned": "page-locked host memory (hipHostMalloc)",
                 "pageable": "numpy (pageable) memory, staged by the runtime",
@@ -113,7 +139,7 @@ class HipLink(RuntimeBuffers):
 
     def close(self) -> None:
         """Release the second stream and the events, each even when one before it fails."""
-        steps = [(self.hip.hipEventDestroy, e) for e in self.events]
+        steps = [(self.hip.hipEventDestroy, e) for e in self.events + self.ends]
         steps += [(self.hip.hipStreamDestroy, s) for s in self.streams[1:]]
         self.events, self.streams = [], self.streams[:1]
         errors = []
