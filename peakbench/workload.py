@@ -22,8 +22,9 @@ is declared here, with defaults, and read by the runner, never probed:
                     second or two (GEMM, sparse matrices), as GEMM benchmarks time a few products;
                     the default suite idles the GPU before such a test (Settings.burst_idle_s)
     cores           False: its launches keep copy engines busy, not the cores, whose clock falls
-                    meanwhile; the test after it is held to the clock of the core load before it
-                    (runner.hold), not to the fallen one this workload read
+                    meanwhile: it continues no core load, so the test after it is held to the
+                    clock of the core load before it (runner.hold) or warms up afresh, never
+                    continues at the fallen clock this workload read
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The CUDA link against a fake CuPy at the calls it makes (no GPU here): page-locked memory from
 cudaHostAlloc (default flags) freed on release, cudaMemcpyAsync with the right kinds and pointers, one stream per direction
-joined between one pair of events, pageable copies timed on the host; the workload end to end on
+from one start event to each stream's end event, pageable copies timed on the host; the workload end to end on
 it, a short copy caught. tests/test_gpu_transfer.py runs the real one."""
 from __future__ import annotations
 
@@ -141,8 +141,9 @@ def test_copies_have_the_cuda_kinds_and_pointers(fake):
         cp.log.clear()
         w.run(1)
         copies = [e for e in cp.log if e[0] == "copy"]
-        assert [(c[1], c[2]) for c in copies] == [(1, 1 << 20), (2, 1 << 20)]   # cudaMemcpyHostToDevice, DeviceToHost
-        assert copies[0][3] == rt.stream.ptr and copies[1][3] != rt.stream.ptr
+        piece = (1 << 20) // workload.BALANCE_PIECES               # both ways at once: in pieces, in turn
+        assert [(c[1], c[2]) for c in copies] == [(1, piece), (2, piece)] * workload.BALANCE_PIECES
+        assert {c[3] for c in copies[::2]} == {rt.stream.ptr} and rt.stream.ptr not in {c[3] for c in copies[1::2]}
         h2d, d2h = w.lanes
         assert np.array_equal(h2d.device.host, h2d.data)
         assert np.array_equal(d2h.host.array, d2h.data)
@@ -164,20 +165,23 @@ def test_repeated_small_copies_move_successive_parts_of_the_buffers(fake):
         w.close()
 
 
-def test_bidir_is_timed_between_one_pair_of_events_joining_both_streams(fake):
+def test_bidir_is_timed_from_one_start_to_each_streams_end_event(fake):
     cp, module, rt = fake
     w = prepare(module, rt, "transfer.bidir")
     try:
         cp.log.clear()
         assert w.run(3) == pytest.approx(2e-3)
+        assert w.items(3) == 2 * 3 * (1 << 20)
         steps = [e[0] for e in cp.log]
-        assert steps == ["record", "wait"] + ["copy"] * 6 + ["record", "wait", "record", "event-sync"]
+        pieces = 3 * workload.BALANCE_PIECES
+        assert steps == ["record", "wait"] + ["copy"] * 2 * pieces + ["record", "wait"] * 2 + ["record", "event-sync"]
         start, second = cp.log[0][1], cp.log[1][1]
         assert cp.log[1] == ("wait", second, start) and second != rt.stream.ptr
-        joined = cp.log[-4][1]
-        assert cp.log[-4] == ("record", joined, second)          # the second stream's copies done,
-        assert cp.log[-3] == ("wait", rt.stream.ptr, joined)     # the first waits for them
-        assert cp.log[-2] == ("record", cp.log[-1][1], rt.stream.ptr) and cp.log[-2][1] != start
+        first_end, second_end = cp.log[-6][1], cp.log[-4][1]
+        assert cp.log[-6] == ("record", first_end, rt.stream.ptr) and cp.log[-4] == ("record", second_end, second)
+        assert cp.log[-3] == ("wait", rt.stream.ptr, second_end)     # the first waits for the second's end
+        assert cp.log[-2] == ("record", cp.log[-1][1], rt.stream.ptr) and cp.log[-2][1] not in (start, first_end)
+        assert w.params["balanced"] == {"h2d": {"pieces": pieces, "ms": 2.0}, "d2h": {"pieces": pieces, "ms": 2.0}}
     finally:
         w.close()
 

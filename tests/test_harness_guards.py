@@ -234,15 +234,16 @@ def test_above_a_peak_that_is_the_per_clock_rate_only_a_clock_past_its_maximum_p
     problem, text = guards.clock_ceiling(fp64, 69.04, 1905.0, h100)
     assert problem is None
     assert text == ("69.04 TFLOPS is 1.07x the per-clock peak at 1905 MHz (spec NVIDIA H100 SXM5, its per-clock"
-                    " rate: at most 1% over it): 1.03x even at the 1980 MHz boost clock, within the 6% an SM"
-                    " clock past its maximum allows (the SMs ran faster than the clock read)")
+                    " rate x units x clock): 1.03x even at the 1980 MHz boost clock, within the 6% an SM"
+                    " clock runs past its maximum (the SMs ran faster than the clock read)")
     problem, text = guards.clock_ceiling(fp64, 67.5, 1965.0, h100)        # 1.009x at the boost clock
     assert problem is None and "looks low" in text
     # at the 2085 MHz counted, 70.4 TFLOPS; 6% past the maximum's peak is more than was ever counted
     assert guards.clock_ceiling(fp64, 70.4, 1980.0, h100)[0] is None
     problem, _ = guards.clock_ceiling(fp64, 71.2, 1980.0, h100)
     assert problem == ("71.2 TFLOPS is 1.06x the per-clock peak at 1980 MHz (spec NVIDIA H100 SXM5, its per-clock"
-                       " rate: at most 1% over it) (1.06x even at the 1980 MHz boost clock)")
+                       " rate x units x clock) (1.06x even at the 1980 MHz boost clock, more than an SM clock"
+                       " runs past its maximum)")
     # a round vendor figure keeps 5% at the clock read, and a rate with no clock read the overshoot
     assert not SPEC.exact_peak("compute.fp32")
     assert guards.clock_ceiling(TEST, 1.03, 1000.0, SPEC)[0] is None
@@ -278,4 +279,6 @@ def test_an_integer_loop_is_held_to_the_imad_slots_it_takes():
     # a move made an IMAD takes a slot too; a loop with no IMAD, or another test, has no such bound
     assert multiply_add_bound("compute.int16", params, {"IMAD": 512, "IMAD.MOV.U32": 8, "PRMT": 520})[1] == 512 / 520
     assert multiply_add_bound("compute.int64", params, {"V_MAD_U64_U32": 512}) is None
+    # a loop unrolled twice over holds two trips: its slots are not one trip's
+    assert multiply_add_bound("compute.int64", params, {"IMAD": 2048, "IMAD.WIDE.U32": 1024}) is None
     assert multiply_add_bound("compute.int32", params, {"IMAD": 512}) is None

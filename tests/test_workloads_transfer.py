@@ -240,7 +240,8 @@ def test_both_directions_are_balanced_to_end_together_and_read_the_links_rate_bo
     assert problem is None and why.startswith(f"the measured 16 and {pieces['h2d']['pieces']} pieces a launch"), why
     # one direction alone, or pageable memory, is copied whole, as before
     one = TransferWorkload(TESTS["transfer.h2d"], TESTS["transfer.h2d"].variants[0], UnevenLink())
-    assert not one.balanced and "pieces" not in one.params
+    pageable = TransferWorkload(test, next(v for v in test.variants if v.name == "pageable"), UnevenLink())
+    assert not one.balanced and not pageable.balanced and "pieces" not in one.params | pageable.params
 
 
 def test_a_lost_piece_of_the_balanced_copies_fails_the_measured_guard():
@@ -250,3 +251,15 @@ def test_a_lost_piece_of_the_balanced_copies_fails_the_measured_guard():
         w.run(2)
     problem, _ = w.after_timing(2)
     assert problem and problem.startswith("the measured 16 and 2") and "h2d:" in problem, problem
+
+
+def test_a_direction_whose_time_reads_almost_nothing_gets_at_most_four_times_the_pieces():
+    class Instant(UnevenLink):
+        def copy_each(self, jobs, nbytes, ats):
+            seconds, ends = super().copy_each(jobs, nbytes, ats)
+            return seconds, [ends[0], 1e-9]
+    test = TESTS["transfer.bidir"]
+    w = TransferWorkload(test, test.variants[0], Instant(value_bytes=8 << 20))
+    w.run(2)
+    w.run(2)
+    assert w.params["balanced"]["d2h"]["pieces"] == transfer.BALANCE_MOST * 16

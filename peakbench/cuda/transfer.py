@@ -72,13 +72,19 @@ class CudaLink(RuntimeBuffers):
         else:
             self.rt.free(buf)
 
+    @staticmethod
+    def _one(job, stream, o: int, nbytes: int) -> None:
+        """One copy of job (direction, host, device) at byte offset `o`, on `stream`."""
+        direction, host, device = job
+        dst, src = (_pointer(device), host.extra["ptr"]) if direction == "h2d" else (host.extra["ptr"], _pointer(device))
+        cp.cuda.runtime.memcpyAsync(dst + o, src + o, nbytes, KIND[direction], stream.ptr)
+
     def _issue(self, jobs, nbytes: int, at: list[int]) -> None:
         """Job i on stream i; the copies of a stream back to back (one at each offset of `at`),
         the streams side by side."""
         for o in at:
-            for (direction, host, device), stream in zip(jobs, self.streams):
-                dst, src = (_pointer(device), host.extra["ptr"]) if direction == "h2d" else (host.extra["ptr"], _pointer(device))
-                cp.cuda.runtime.memcpyAsync(dst + o, src + o, nbytes, KIND[direction], stream.ptr)
+            for job, stream in zip(jobs, self.streams):
+                self._one(job, stream, o, nbytes)
 
     def copy(self, jobs, nbytes: int, at: list[int]) -> float:
         if len(jobs) > len(self.streams):
@@ -113,11 +119,9 @@ class CudaLink(RuntimeBuffers):
             for stream in self.streams[1:len(jobs)]:
                 stream.wait_event(self.start)
             for k in range(max(len(at) for at in ats)):      # issued in turn, so both start at once
-                for (direction, host, device), stream, at in zip(jobs, self.streams, ats):
+                for job, stream, at in zip(jobs, self.streams, ats):
                     if k < len(at):
-                        dst, src = ((_pointer(device), host.extra["ptr"]) if direction == "h2d"
-                                    else (host.extra["ptr"], _pointer(device)))
-                        cp.cuda.runtime.memcpyAsync(dst + at[k], src + at[k], nbytes, KIND[direction], stream.ptr)
+                        self._one(job, stream, at[k], nbytes)
             for stream, end in zip(self.streams[:len(jobs)], self.ends):
                 end.record(stream)
                 first.wait_event(end)

@@ -126,7 +126,10 @@ def multiply_add_bound(test: str, params: dict, loop_mix: dict[str, int]) -> tup
         return None
     slots, wide = imad_slots(loop_mix or {})
     macs = int(params.get("unroll") or 0) * int(params.get("accumulators") or 0) * int(params.get("width") or 0)
-    if not slots or not macs:
+    # one IMAD.WIDE a 64-bit multiply-add, one arithmetic IMAD a 16-bit one: a loop the compiler
+    # unrolled further holds more than a trip's, and its slots are no trip's
+    seen = wide if dtype == "int64" else family_count(loop_mix or {}, "IMAD")
+    if not slots or not macs or seen != macs:
         return None
     why = (f"its loop takes {slots} IMAD issue slots for {macs} multiply-adds"
            + (f" (each of its {wide} IMAD.WIDE writes a 64-bit result: two slots)" if wide else ""))

@@ -274,22 +274,29 @@ def at_counts(counts: tuple[int, ...], check, noun: str, evidence: dict) -> str 
     return None
 
 
-def clock_ceiling(test, value: float, clock_mhz: float | None, spec, loop: tuple | None = None) -> tuple[str | None, str]:
-    """(problem, evidence) of a compute or matrix rate against the spec's peak at the measured
-    clock. A reading under the boost clock may be a sample taken between launches (NVML reports
-    the clock of the last interval, which short launches can leave idle: 555 MHz was read during
-    a quick matrix test running at full rate:
-    PERFORMANCE_ANALYSIS.md, "The run checks itself: guards on the H200"), so only a rate above
-    the peak at the higher of the measured and the boost clock fails; above the measured clock's
-    alone is a note. `loop`: (a test, the share of its peak, why) that the kernel's machine code
-    allows where the vendor gives no peak (sass_rules.multiply_add_bound); it holds the rate where
-    it is the lower ceiling."""
+def ceiling_of(test, spec, loop: tuple | None = None) -> tuple[tuple | None, bool]:
+    """(the test's ceiling: (value, the clock it assumes, where it comes from), or None; whether
+    it is the one its kernel's machine code sets). `loop`: (a test, the share of its peak, why)
+    the machine code allows where the vendor gives no peak (sass_rules.multiply_add_bound); it is
+    the ceiling where it is the lower one."""
     ceiling = spec.ceiling(test.name) if spec else None
     if loop and spec and spec.peak(test.name) is None and spec.peak(loop[0]) is not None:
         base, share, why = loop
         if ceiling is None or spec.peak(base) * share < ceiling[0]:
-            ceiling = (spec.peak(base) * share, spec.peak_clock_mhz(base),
-                       f"{share:.4g} x {base}'s peak of spec {spec.name}: {why}")
+            return (spec.peak(base) * share, spec.peak_clock_mhz(base),
+                    f"{share:.4g} x {base}'s peak of spec {spec.name}: {why}"), True
+    return ceiling, False
+
+
+def clock_ceiling(test, value: float, clock_mhz: float | None, spec, loop: tuple | None = None) -> tuple[str | None, str]:
+    """(problem, evidence) of a compute or matrix rate against its ceiling (ceiling_of) at the
+    measured clock. The rate passes within EXACT_TOLERANCE of an exact peak, or TOLERANCE of a
+    round one, at the clock read; past that it is held to the peak at the higher of the clock read
+    and the boost clock: within the same tolerance the reading was low (NVML reports the clock of
+    the last interval, which short launches can leave idle: 555 MHz was read during a quick matrix
+    test running at full rate: PERFORMANCE_ANALYSIS.md, "The run checks itself: guards on the
+    H200"), within CLOCK_OVERSHOOT the SMs ran past their maximum, and beyond it the rate fails."""
+    ceiling, _ = ceiling_of(test, spec, loop)
     if ceiling is None:
         return None, "not checked: no spec peak"
     peak, peak_mhz, where = ceiling
@@ -300,12 +307,10 @@ def clock_ceiling(test, value: float, clock_mhz: float | None, spec, loop: tuple
         text = (f"{value:.4g} {test.unit} is {times:.2f}x the peak at the {highest:.0f} MHz boost clock"
                 f" (no clock measured){'' if where.startswith('spec ') else f' ({where})'}")
         return (text if times > 1 + CLOCK_OVERSHOOT else None), text
-    # With a clock read, an exact peak allows only EXACT_TOLERANCE (unread, a GPU may run past
-    # its boost clock, as Radeons do, so the round-number tolerance stays).
     exact = spec.exact_peak(test.name)
     over = 1 + (EXACT_TOLERANCE if exact else TOLERANCE)
     if exact:
-        where += f", its per-clock rate: at most {EXACT_TOLERANCE:.0%} over it"
+        where += ", its per-clock rate x units x clock"
     times = value / (per_mhz * clock_mhz)
     text = f"{value:.4g} {test.unit} is {times:.2f}x the per-clock peak at {clock_mhz:.0f} MHz"
     if not where.startswith("spec ") or exact:
@@ -315,10 +320,11 @@ def clock_ceiling(test, value: float, clock_mhz: float | None, spec, loop: tuple
     highest = max(clock_mhz, spec.boost_clock_mhz)
     at_highest = value / (per_mhz * highest)
     if at_highest > max(over, 1 + CLOCK_OVERSHOOT):
-        return f"{text} ({at_highest:.2f}x even at the {highest:.0f} MHz boost clock)", text
+        return (f"{text} ({at_highest:.2f}x even at the {highest:.0f} MHz boost clock, more than an SM clock"
+                f" runs past its maximum)"), text
     if at_highest > over:
         return None, (f"{text}: {at_highest:.2f}x even at the {highest:.0f} MHz boost clock, within the"
-                      f" {CLOCK_OVERSHOOT:.0%} an SM clock past its maximum allows (the SMs ran faster than"
+                      f" {CLOCK_OVERSHOOT:.0%} an SM clock runs past its maximum (the SMs ran faster than"
                       f" the clock read)")
     return None, f"{text}: the clock reading looks low (at the {highest:.0f} MHz boost clock it is {at_highest:.2f}x)"
 

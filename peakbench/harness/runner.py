@@ -240,9 +240,11 @@ def measure_on(load: Load, workload, per_item: float, unit: str, settings: Setti
         load.begin(time.perf_counter(), 0)
         started = load.since
     began, held = load.start(time.perf_counter(), settings, started)
-    # copies cannot bring a fallen core clock back: they are not held to it (hold), nor hand it on
+    # copies cannot bring a fallen core clock back: they are not held to it (hold), and continue
+    # no core load (the next core test's gap runs from the last core test's end)
     v = measure(workload, per_item, unit, settings, began, clock, held if workload.cores else None)
-    load.end(time.perf_counter(), v.clock_mhz if workload.cores else load.mhz)
+    if workload.cores:
+        load.end(time.perf_counter(), v.clock_mhz)
     return v
 
 

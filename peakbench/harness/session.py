@@ -133,7 +133,7 @@ def measured_guards(test: TestSpec, v: VariantResult, device, spec, checks: dict
         found = v.evidence.get("sass")        # the Vulkan driver's loop; CUDA's is the evidence's own
         loop = multiply_add_bound(test.name, v.params, v.evidence.get("loop_mix")
                                   or (found.get("loop_mix") if isinstance(found, dict) else None))
-        if loop:
+        if guards.ceiling_of(test, spec, loop)[1]:         # the machine code's is the ceiling held to
             v.evidence["machine_bound"] = {"of": loop[0], "share": round(loop[1], 4), "why": loop[2]}
         problem = _apply(checks, "clock-ceiling", guards.clock_ceiling(test, v.summary.median, v.clock_mhz, spec, loop))
     if not problem and test.family == "latency":

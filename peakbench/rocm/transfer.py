@@ -71,14 +71,19 @@ class HipLink(RuntimeBuffers):
         else:
             self.rt.free(buf)
 
+    def _one(self, job, stream, o: int, nbytes: int) -> None:
+        """One copy of job (direction, host, device) at byte offset `o`, on `stream`."""
+        direction, host, device = job
+        near, far = _at(host.extra["src"], o), _at(device.ptr, o)
+        dst, src = (far, near) if direction == "h2d" else (near, far)
+        self.api.call(self.hip.hipMemcpyAsync, dst, src, nbytes, self.kinds[direction], stream)
+
     def _issue(self, jobs, nbytes: int, at: list[int]) -> None:
         """Job i on stream i; the copies of a stream back to back (one at each offset of `at`),
         the streams side by side."""
         for o in at:
-            for (direction, host, device), stream in zip(jobs, self.streams):
-                near, far = _at(host.extra["src"], o), _at(device.ptr, o)
-                dst, src = (far, near) if direction == "h2d" else (near, far)
-                self.api.call(self.hip.hipMemcpyAsync, dst, src, nbytes, self.kinds[direction], stream)
+            for job, stream in zip(jobs, self.streams):
+                self._one(job, stream, o, nbytes)
 
     def copy(self, jobs, nbytes: int, at: list[int]) -> float:
         if len(jobs) > len(self.streams):
@@ -115,11 +120,9 @@ class HipLink(RuntimeBuffers):
         for stream in self.streams[1:len(jobs)]:
             call(hip.hipStreamWaitEvent, stream, start, 0)
         for k in range(max(len(at) for at in ats)):
-            for (direction, host, device), stream, at in zip(jobs, self.streams, ats):
+            for job, stream, at in zip(jobs, self.streams, ats):
                 if k < len(at):
-                    near, far = _at(host.extra["src"], at[k]), _at(device.ptr, at[k])
-                    dst, src = (far, near) if direction == "h2d" else (near, far)
-                    call(hip.hipMemcpyAsync, dst, src, nbytes, self.kinds[direction], stream)
+                    self._one(job, stream, at[k], nbytes)
         for stream, mark in zip(self.streams[:len(jobs)], self.ends):
             call(hip.hipEventRecord, mark, stream)
             call(hip.hipStreamWaitEvent, first, mark, 0)
@@ -141,7 +144,7 @@ class HipLink(RuntimeBuffers):
         """Release the second stream and the events, each even when one before it fails."""
         steps = [(self.hip.hipEventDestroy, e) for e in self.events + self.ends]
         steps += [(self.hip.hipStreamDestroy, s) for s in self.streams[1:]]
-        self.events, self.streams = [], self.streams[:1]
+        self.events, self.ends, self.streams = [], [], self.streams[:1]
         errors = []
         for fn, arg in steps:
             try:

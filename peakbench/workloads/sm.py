@@ -239,12 +239,13 @@ class SmWorkload(Workload):
         return longest / seconds / 1e6 if seconds > 0 else 1.0
 
     def _lagging_reading(self, implied: float, mhz: float | None) -> str | None:
-        """Where the clock read is under the `implied` one of the counters and the GPU timer (past
-        SPAN_OVER_LAUNCH) and that one is within the device's maximum, why the reading is not
-        taken: the management library's clock lags one that rose within the launches (the host
-        reads each launch's records, so the GPU idles between them; an H100 read 870 MHz under
-        the 1980 its counters ran at). A clock past the maximum by more than an SM clock may run
-        past it (guards.CLOCK_OVERSHOOT), or none known, is left to the cycles guard at the reading."""
+        """Why the clock read is not taken, where it lags the clock the counters and the GPU timer
+        imply (`implied`, past SPAN_OVER_LAUNCH over it) and that clock is possible: within
+        guards.CLOCK_OVERSHOOT of the device's maximum. The management library's clock lags one
+        that rose within the launches (the host reads each launch's records, so the GPU idles
+        between them; an H100 read 870 MHz under the 1980 its counters ran at). Where no maximum
+        is known, or the implied clock is past it by more, None: the cycles guard judges at the
+        reading."""
         if not mhz or implied <= mhz * SPAN_OVER_LAUNCH:
             return None
         most, where = guards.max_clock_mhz(self.rt.info, self.spec)

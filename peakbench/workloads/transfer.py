@@ -32,10 +32,11 @@ and for the `mapped` variant of transfer.h2d (a kernel reading host memory, no c
 
 An item is one byte moved; a launch of size `size` is `size` copies of value_bytes per direction
 (the mapped read: `size` passes of the kernel over the host buffer). Both directions at once, on
-a link with copy_each, go in pieces of value_bytes / BALANCE_PIECES, the faster direction taking
-as many more as it moved more the launch before, so that both run until the launch ends: the
-rate is the link's while it carries both ways, not a mix of that and the slower direction's
-tail alone (PERFORMANCE_ANALYSIS.md, "Bidirectional copies").
+a link with copy_each, go in pieces of value_bytes / BALANCE_PIECES, each direction's count in
+proportion to its pieces a second in the launch before (the slowest keeps size x BALANCE_PIECES),
+so that both run until the launch ends: the rate is the link's while it carries both ways, not
+a mix of that and the slower direction's tail alone (PERFORMANCE_ANALYSIS.md, "Bidirectional
+copies, balanced"). The size sweep (series) copies equal bytes each way.
 """
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ SWEEP_SAMPLE_S = 0.004
 DIRECTIONS = {"h2d": ("h2d",), "d2h": ("d2h",), "bidir": ("h2d", "d2h")}
 SEEDS = {"h2d": 0x9E3779B1, "d2h": 0x85EBCA77}   # different data each way: crossed lanes fail
 BALANCE_PIECES = 8                               # pieces a copy of both directions is issued in
+BALANCE_MOST = 4                                 # a direction gets at most this many times the slowest's
 
 
 @dataclass
@@ -178,12 +180,13 @@ class TransferWorkload(Workload):
         self.balanced = len(self.lanes) > 1 and self.kind == "pinned" and hasattr(link, "copy_each")
         self.pace: list[float] | None = None     # each lane's pieces a second, the last balanced launch
         self.moved: list[int] | None = None      # each lane's bytes, the last balanced launch
+        self.timed_counts: list[int] | None = None   # and its pieces
         self.params = {"transfer_bytes": self.nbytes, "directions": [lane.direction for lane in self.lanes],
                        "bytes_counted": "both directions" if len(self.lanes) > 1 else test.dtype,
                        **link.describe(self.kind)}
         if self.balanced:
             self.params["pieces"] = (f"{BALANCE_PIECES} a copy a direction, the faster direction given more so"
-                                     " that both end together")
+                                     " that both end together; the series copies equal bytes each way")
         self.evidence = {}
 
     def jobs(self) -> list[tuple]:
@@ -196,6 +199,8 @@ class TransferWorkload(Workload):
         return self.link.copy(self.jobs(), nbytes, offsets(nbytes, self.nbytes, size))
 
     def items(self, size: int, nbytes: int | None = None) -> int:
+        """The bytes of the launch of `size` just run: balanced, its pieces' (the runner asks
+        after each launch, and no balanced transfer keeps a burst of several)."""
         if self.balanced and nbytes is None and self.moved:
             return sum(self.moved)
         return size * (nbytes or self.nbytes) * len(self.lanes)
@@ -210,14 +215,14 @@ class TransferWorkload(Workload):
         if not self.pace:
             return [pieces] * len(self.lanes)
         slowest = min(self.pace)
-        return [max(pieces, round(pieces * p / slowest)) for p in self.pace]
+        return [max(pieces, round(pieces * min(BALANCE_MOST, p / slowest))) for p in self.pace]
 
-    def _run_balanced(self, size: int, piece: int | None = None) -> float:
-        counts, piece = self.counts(size), piece or self.piece()
+    def _run_balanced(self, size: int) -> float:
+        counts, piece = self.counts(size), self.piece()
         seconds, ends = self.link.copy_each(self.jobs(), piece, [offsets(piece, self.nbytes, c) for c in counts])
         if all(e > 0 for e in ends):
             self.pace = [c / e for c, e in zip(counts, ends)]
-        self.moved = [c * piece for c in counts]
+        self.moved, self.timed_counts = [c * piece for c in counts], counts
         self.params["balanced"] = {lane.direction: {"pieces": c, "ms": round(e * 1e3, 3)}
                                    for lane, c, e in zip(self.lanes, counts, ends)}
         return seconds
@@ -243,13 +248,14 @@ class TransferWorkload(Workload):
         return guards.at_counts((min(SWEEP_FIRST, self.nbytes), self.nbytes), check, "bytes", self.evidence)
 
     def after_timing(self, size: int) -> tuple[str | None, str]:
-        """The measured count of copies, each of 1/size of the buffers so that copy k lands at
-        its own offset (offsets()), into cleared destinations: every lane must then hold all its
-        data, so a copy of the launch lost or cut short leaves its slice empty."""
-        counts = self.counts(size) if self.balanced else [size] * len(self.lanes)
-        nbytes = self.nbytes // max(counts) // 4096 * 4096
-        if max(counts) < 2 or nbytes < 4096:
+        """The measured count of copies (balanced: each lane's pieces in the last timed launch),
+        each small enough that copy k lands at its own offset (offsets()), into cleared
+        destinations: every lane must then hold all its data, so a copy of the launch lost or cut
+        short leaves its slice empty."""
+        counts = (self.timed_counts or self.counts(size)) if self.balanced else [size] * len(self.lanes)
+        if max(counts) < 2 or self.nbytes // max(counts) < 4096:
             return None, f"not checked: {size} cop{'y' if size == 1 else 'ies'} a launch, checked as such by iterations"
+        nbytes = self.nbytes // max(counts) // 4096 * 4096
         for lane in self.lanes:
             if lane.direction == "h2d":
                 self.link.clear_device(lane.device)

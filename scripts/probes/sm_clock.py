@@ -14,7 +14,8 @@ from peakbench.cuda import tensor
 from peakbench.harness.runner import Load, Settings
 from peakbench.harness.session import run_test
 
-STAMPED = ("__device__ u64 stamps[4 * 8192];\nextern \"C\" __global__", 1)
+BLOCKS = 8192                  # the stamps' room: four words a block
+STAMPED = (f"__device__ u64 stamps[4 * {BLOCKS}];\nextern \"C\" __global__", 1)
 START = ("    const unsigned warp = blockIdx.x * WARPS + threadIdx.x / 32;\n",
          "    u64 c0s = clock64(), g0s; asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(g0s));\n")
 END = ("#pragma unroll\n    for (int r = 0; r < F::NC; r++)\n#pragma unroll\n        for (int part",
@@ -25,7 +26,8 @@ HEAT = ("matrix.fp16.fp16", "matrix.bf16.fp32", "matrix.fp8_e4m3.fp32", "matrix.
 
 
 def stamped_source() -> str:
-    src = open("shaders/tensor_mma.cu").read()
+    with open("shaders/tensor_mma.cu") as f:
+        src = f.read()
     src = src.replace("extern \"C\" __global__", STAMPED[0], STAMPED[1])
     src = src.replace(START[0], START[0] + START[1], 1)
     src = src.replace(END[0], END[1] + END[0], 1)
@@ -41,6 +43,8 @@ def main() -> None:
     test = catalog.get("matrix.fp64.fp64")
     variant = next(v for v in device.variants(test) if v.name == "mma.sync:m16n8k16")
     w = device.prepare(test, variant)
+    if w.grid > BLOCKS:
+        raise SystemExit(f"{w.grid} blocks: more than the {BLOCKS} the stamps have room for")
     form = tensor.find_form(test, variant.name)
     kernel = rt.compile_text(stamped_source(), tensor.defines(form, variant, w.accumulators), "mma_peak",
                              block=w.block)
@@ -57,16 +61,18 @@ def main() -> None:
               f"  {tflops:6.2f} TFLOPS  blocks at {np.median(mhz):5.0f} MHz ({mhz.min():.0f}-{mhz.max():.0f})"
               f"  NVML {device.clock_mhz()} MHz", flush=True)
 
-    for size in (2048, 8192):
-        launch(size, "idle")
-    quick, load_ = Settings.quick(), Load()
-    for name in HEAT:
-        r = run_test(device, catalog.get(name), quick, lambda line: None, None, None, load_)
-        print(f"heat     {name} {r.status} {r.value} at {r.clock_mhz} MHz", flush=True)
-    for size in (2048, 2048, 8192, 8192):
-        launch(size, "capped")
-    w.close()
-    device.close()
+    try:
+        for size in (2048, 8192):
+            launch(size, "idle")
+        quick, load_ = Settings.quick(), Load()
+        for name in HEAT:
+            r = run_test(device, catalog.get(name), quick, lambda line: None, None, None, load_)
+            print(f"heat     {name} {r.status} {r.value} at {r.clock_mhz} MHz", flush=True)
+        for size in (2048, 2048, 8192, 8192):
+            launch(size, "capped")
+    finally:
+        w.close()
+        device.close()
 
 
 if __name__ == "__main__":
