@@ -265,7 +265,7 @@ class TransferWorkload(Workload):
             self.link.copy_each(self.jobs(), nbytes, [offsets(nbytes, self.nbytes, c) for c in counts])
         else:
             self.run(size, nbytes)
-        what = "copies" if len(set(counts)) == 1 else "pieces"
+        what = "pieces" if self.balanced else "copies"
         told = " and ".join(f"{c}" for c in sorted(set(counts)))
         for lane, count in zip(self.lanes, counts):
             moved = count * nbytes
