@@ -17,7 +17,7 @@ GBS = 10e9         # the fake link's rate per direction
 class NumpyLink:
     """Device buffers are numpy arrays; copy() moves the bytes and reports nbytes / GBS seconds per
     copy. `fault`: "short" moves half of a copy larger than 64 KiB, "none" moves nothing,
-    "crossed" puts the h2d data in every device buffer."""
+    "crossed" puts the h2d data in every device buffer, "first" moves a launch's first copy only."""
 
     def __init__(self, value_bytes=1 << 20, fault=None):
         self.value_bytes, self.fault = value_bytes, fault
@@ -47,7 +47,7 @@ class NumpyLink:
         self.offsets = list(at)
         moved = 0 if self.fault == "none" else nbytes // 2 if self.fault == "short" and nbytes > 65536 else nbytes
         h2d = next((host for d, host, _ in jobs if d == "h2d"), None)
-        for o in at:
+        for o in at[:1] if self.fault == "first" else at:
             part = slice(o, o + moved)
             for direction, host, device in jobs:
                 if direction == "h2d" or self.fault == "crossed":
@@ -263,3 +263,14 @@ def test_a_direction_whose_time_reads_almost_nothing_gets_at_most_four_times_the
     w.run(2)
     w.run(2)
     assert w.params["balanced"]["d2h"]["pieces"] == transfer.BALANCE_MOST * 16
+
+
+def test_copies_lost_after_the_first_fail_the_measured_guard_even_at_millions_a_launch():
+    """A launch that does its first copy only is so short that calibration grows it to max_size
+    copies, more than the buffers have 4 KiB slots for: it is checked at as many as fit."""
+    w, _ = make("transfer.h2d", fault="first")
+    problem, _ = w.after_timing(1 << 24)
+    assert problem and problem.startswith("the measured 256 (of the 16777216 timed) copies a launch"), problem
+    good, _ = make("transfer.h2d")
+    assert good.after_timing(1 << 24) == (None, "the measured 256 (of the 16777216 timed) copies a launch, 4096"
+                                                " bytes each at its own offset, all arrived")
