@@ -11,7 +11,8 @@ is declared here, with defaults, and read by the runner, never probed:
     axis(spec)      the points the value is measured at (an Axis), at(point) moving there, and
                     over_points() told what each point read
     series()        a Sweep of the test's series (a curve over sizes), taken outside screening
-    observed(v)     what the workload read during its samples beyond their time (a cycle counter)
+    observed(v, spec)  what the workload read during its samples beyond their time (a cycle
+                    counter); `spec`: the device's spec entry, or None
     census          the main loop's instructions (a runtime.LoopCensus, None where the platform
                     shows none) for the types and work guards; False: no loop of counted steps
     loop_items      the items one invocation does per loop iteration, for the work guard
@@ -81,7 +82,7 @@ class Workload:
     def over_points(self, measured: dict, value) -> None:
         """Told each point's VariantResult and the value's, to record what the points show."""
 
-    def observed(self, v) -> None:
+    def observed(self, v, spec=None) -> None:
         """Add to a measured VariantResult what the workload read besides time."""
 
     def series(self) -> Sweep | None:

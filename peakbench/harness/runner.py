@@ -323,7 +323,7 @@ def take(workload, test, variant, settings: Settings, clock: Callable[[], float 
         v = measure_on(load, workload, test.per_item(variant), test.unit, settings, clock, started)
     else:
         v = over_axis(workload, axis, test.per_item(variant), test.unit, settings, clock, load, started)
-    workload.observed(v)
+    workload.observed(v, spec)
     return v
 
 

@@ -195,7 +195,7 @@ class SharedChaseWorkload(Workload):
             return None if end == want else f"the chase ended at index {end}, not at {want}"
         return guards.at_counts(VERIFY_COUNTS, check, "rounds", self.evidence)
 
-    def observed(self, v) -> None:
+    def observed(self, v, spec=None) -> None:
         """With the cycle counter, the clock is its cycles over each sample's GPU time, not a
         reading taken from outside (NVML)."""
         if self.readings:

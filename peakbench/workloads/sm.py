@@ -185,18 +185,11 @@ class SmWorkload(Workload):
             return None
         return guards.at_counts(VERIFY_COUNTS, check, "iterations", self.evidence)
 
-    spec = None
-
-    def axis(self, spec=None):
-        """No axis; the spec is kept for its maximum clock (observed)."""
-        self.spec = spec
-        return None
-
-    def observed(self, v) -> None:
+    def observed(self, v, spec=None) -> None:
         """Each sample becomes the slowest unit's value; the last sample's units the map."""
         readings = self.readings[-len(v.samples):]
         implied = max(self._implied_mhz(units, s) for units, s, _ in readings if s > 0)
-        lagged = self._lagging_reading(implied, v.clock_mhz)
+        lagged = self._lagging_reading(implied, v.clock_mhz, spec)
         if lagged:
             v.clock_mhz = round(implied)
         mhz = v.clock_mhz or self._implied_mhz(*readings[-1][:2])
@@ -238,7 +231,7 @@ class SmWorkload(Workload):
         longest = max(u.cycles for u in units)
         return longest / seconds / 1e6 if seconds > 0 else 1.0
 
-    def _lagging_reading(self, implied: float, mhz: float | None) -> str | None:
+    def _lagging_reading(self, implied: float, mhz: float | None, spec) -> str | None:
         """Why the clock read is not taken, where it lags the clock the counters and the GPU timer
         imply (`implied`, past SPAN_OVER_LAUNCH over it) and that clock is possible: within
         guards.CLOCK_OVERSHOOT of the device's maximum. The management library's clock lags one
@@ -248,7 +241,7 @@ class SmWorkload(Workload):
         reading."""
         if not mhz or implied <= mhz * SPAN_OVER_LAUNCH:
             return None
-        most, where = guards.max_clock_mhz(self.rt.info, self.spec)
+        most, where = guards.max_clock_mhz(self.rt.info, spec)
         if most is None or implied > most * (1 + guards.CLOCK_OVERSHOOT):
             return None
         return (f"the clock read {mhz:.0f} MHz, under the {implied:.0f} MHz the longest unit's cycles over"
