@@ -233,11 +233,12 @@ def test_both_directions_are_balanced_to_end_together_and_read_the_links_rate_bo
         balanced = rate(w.items(2), w.run(2), 1, "GB/s")
     assert balanced == pytest.approx(48.32 + 30.77, rel=0.01), balanced
     pieces = w.params["balanced"]
-    assert pieces["d2h"]["pieces"] == 16 and 24 <= pieces["h2d"]["pieces"] <= 26, pieces
-    assert w.items(2) == (pieces["h2d"]["pieces"] + pieces["d2h"]["pieces"]) * (1 << 20)
+    slow = 2 * transfer.BALANCE_PIECES                          # the slower direction: size x pieces a copy
+    assert pieces["d2h"]["pieces"] == slow and abs(pieces["h2d"]["pieces"] / slow - 48.32 / 30.77) < 0.1, pieces
+    assert w.items(2) == (pieces["h2d"]["pieces"] + pieces["d2h"]["pieces"]) * w.piece()
     # the measured guard copies the balanced counts, each piece at its own offset
     problem, why = w.after_timing(2)
-    assert problem is None and why.startswith(f"the measured 16 and {pieces['h2d']['pieces']} pieces a launch"), why
+    assert problem is None and why.startswith(f"the measured {slow} and {pieces['h2d']['pieces']} pieces a launch"), why
     # one direction alone, or pageable memory, is copied whole, as before
     one = TransferWorkload(TESTS["transfer.h2d"], TESTS["transfer.h2d"].variants[0], UnevenLink())
     pageable = TransferWorkload(test, next(v for v in test.variants if v.name == "pageable"), UnevenLink())
@@ -250,7 +251,7 @@ def test_a_lost_piece_of_the_balanced_copies_fails_the_measured_guard():
     for _ in range(4):
         w.run(2)
     problem, _ = w.after_timing(2)
-    assert problem and problem.startswith("the measured 16 and 2") and "h2d:" in problem, problem
+    assert problem and problem.startswith(f"the measured {2 * transfer.BALANCE_PIECES} and 2") and "h2d:" in problem, problem
 
 
 def test_a_direction_whose_time_reads_almost_nothing_gets_at_most_four_times_the_pieces():
@@ -262,7 +263,7 @@ def test_a_direction_whose_time_reads_almost_nothing_gets_at_most_four_times_the
     w = TransferWorkload(test, test.variants[0], Instant(value_bytes=8 << 20))
     w.run(2)
     w.run(2)
-    assert w.params["balanced"]["d2h"]["pieces"] == transfer.BALANCE_MOST * 16
+    assert w.params["balanced"]["d2h"]["pieces"] == transfer.BALANCE_MOST * 2 * transfer.BALANCE_PIECES
 
 
 def test_copies_lost_after_the_first_fail_the_measured_guard_even_at_millions_a_launch():
