@@ -224,10 +224,14 @@ def test_a_stream_above_the_gpus_memory_bandwidth_fails_the_bound_guard(tmp_path
 def test_a_cycle_count_above_the_maximum_clock_fails_the_cycle_clock_guard(tmp_path, monkeypatch, vulkan_device):
     if not vulkan_device.rt.kernel_clock:
         pytest.skip("this driver's kernels cannot read a cycle counter")
-    # Every level the sweep finds fails.
+    # Every level the sweep finds fails: by its counter's clock, or where a loaded host's sweep kept
+    # no counter reading for it (a full suite on 2 cores), by its latency under one cycle of 1 MHz.
     for result in levels_found(tmp_path, monkeypatch, "latency.l1,latency.dram",
                                "--spec", spec_file(tmp_path, 1.0, 1)).values():
-        assert_caught(result, "cycle-clock", "the device's maximum is 1 MHz")
+        if result["reason"].startswith("guard bound: "):
+            assert_caught(result, "bound", "one cycle at the 1 MHz maximum")
+        else:
+            assert_caught(result, "cycle-clock", "the device's maximum is 1 MHz")
 
 
 @lavapipe
