@@ -31,7 +31,7 @@ def _level(name: str, description: str) -> LatencyTest:
     return LatencyTest(name, "ns", "chase", name.split(".")[1], (Variant("chase"),), 1, description)
 
 
-TESTS = (
+STREAMS = (
     _stream("memory.read", "read", "device memory read bandwidth (16-byte loads), with a working-set sweep",
             (("rows", ROWS_UNROLL), ("chunk", STREAM_UNROLL), ("stride", STREAM_UNROLL)), reads=1, writes=0),
     _stream("memory.write", "write", "device memory write bandwidth (16-byte stores)", (("tile", TILE_UNROLL),),
@@ -40,6 +40,9 @@ TESTS = (
             (("tile", TILE_UNROLL),), reads=1, writes=1),
     _stream("memory.update", "update", "device memory read-modify-write bandwidth (dst += src): two reads and a write",
             (("tile", TILE_UNROLL),), reads=2, writes=1, overwrites=False),
+)
+# The chase and the launches keep the cores nearly idle: run after the core tests (default_catalog)
+LIGHT = (
     _level("latency.l0", "load-to-use latency of the first (nearest) cache level, where the GPU has an L0"),
     _level("latency.l1", "load-to-use latency of the L1 cache level"),
     _level("latency.l2", "load-to-use latency of the L2 cache level"),
@@ -49,3 +52,4 @@ TESTS = (
     LaunchTest("launch.overhead", "us", "launch", "", (Variant("empty"),), 1,
                "submit-to-completion time of an empty dispatch"),
 )
+TESTS = STREAMS + LIGHT
