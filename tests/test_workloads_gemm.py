@@ -161,28 +161,6 @@ def test_the_fastest_heuristic_candidate_is_kept_and_every_one_is_listed():
     assert lib.last_algo == 3
 
 
-class RampingGemm(HostGemm):
-    """Candidate 0 (the first) is the fastest, but the clock rises for the first 15 ms of GPU
-    time, and every GEMM runs at a third of its speed until then."""
-    def __init__(self, api, lib):
-        super().__init__(api, lib)
-        self.gpu_s = 0.0
-
-    def timed(self, calls):
-        count = super().timed(calls) / self.seconds
-        each = {1: 1e-3, 2: 1.05e-3, 3: 1.1e-3}[self.lib.last_algo]
-        seconds = each * (3 if self.gpu_s < 0.015 else 1) * count
-        self.gpu_s += seconds
-        return seconds
-
-
-def test_the_clock_rises_before_any_candidate_is_timed():
-    w, lib = workload(CATALOG.get("gemm.bf16.fp32"), gemm_class=RampingGemm)
-    assert w.gemm.algo == 0, w.evidence["algorithms"]
-    assert w.gemm.gpu_s >= lt.WARM_S and "after 50 ms of the first" in w.evidence["chosen"]
-    assert w.evidence["algorithms"][0].endswith(": 1.000 ms")
-
-
 def test_no_algorithm_for_the_types_is_unsupported_api():
     lib = FakeLt(cuda_api(), CUDA_KINDS)
     lib.heuristic_status = cuda_api().not_supported

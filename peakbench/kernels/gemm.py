@@ -4,10 +4,8 @@ called through ctypes: CuPy binds cuBLAS but not cuBLASLt, and hip-python binds 
 
 `Api` is one library's names and numbers (cuda/gemm.py, rocm/gemm.py); `Lt` makes its calls;
 `LtGemm` is the GEMM object workloads/gemm.py drives, over a backend's memory and timer hooks.
-The algorithm: the library's heuristic offers up to CANDIDATES for the shape; once the first has
-run long enough to bring the clock up from idle, each is timed for a few GEMMs in each of
-TRIAL_ROUNDS rounds, and the one with the fastest round is kept (evidence["algorithms"] lists
-them all).
+The algorithm: the library's heuristic offers up to CANDIDATES for the shape; each is timed for
+a few GEMMs and the fastest is kept (evidence["algorithms"] lists them all).
 """
 from __future__ import annotations
 
@@ -20,11 +18,7 @@ from peakbench.backend import Unsupported
 from peakbench.workloads.gemm import STORAGE, OperandFill
 
 CANDIDATES = 8            # algorithms asked of the heuristic
-TRIAL_GEMMS = 2           # GEMMs a candidate is timed for in a round (after one untimed, the first round)
-TRIAL_ROUNDS = 2          # rounds over every candidate: a drift of the clock favours none
-WARM_S = 0.05             # GPU seconds of the first candidate before any is timed: timed from idle, the
-                          # first candidates ran at a clock still rising and the pick was not the fastest
-                          # (PERFORMANCE_ANALYSIS.md, "GEMM: which algorithm")
+TRIAL_GEMMS = 3           # GEMMs timed per candidate (after one untimed)
 WORKSPACE = 32 << 20      # bytes: NVIDIA recommends 32 MiB of workspace on Hopper (cuBLAS docs, cublasSetWorkspace)
 SCALE_STRIDE = 16          # bytes between the A and B scale factors (each 16-byte aligned)
 SCALE_CT = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i32": ctypes.c_int32}
@@ -189,28 +183,16 @@ class LtGemm:
             base = self.pointer(self.buffers["scales"])
             scales = (base, base + SCALE_STRIDE)
         self.plan = self.lt.plan(types, m, n, k, scales)
-        times = self.trials()
+        times = []
+        for i in range(len(self.plan.algos)):
+            self.algo = i
+            self.run(1)
+            times.append(self.run(TRIAL_GEMMS) / TRIAL_GEMMS)
         self.algo = min(range(len(times)), key=times.__getitem__)
         return {"library": self.version(), "algorithm": self.describe(self.algo),
                 "algorithms": [f"{i}: {self.describe(i)}: {t * 1e3:.3f} ms" for i, t in enumerate(times)],
-                "chosen": f"candidate {self.algo} of {len(times)} the heuristic offered (the fastest GEMM"
-                          f" in {TRIAL_ROUNDS} rounds of {TRIAL_GEMMS} each, after {WARM_S * 1e3:.0f} ms of"
-                          f" the first)", "workspace_bytes": WORKSPACE}
-
-    def trials(self) -> list[float]:
-        """Each candidate's seconds a GEMM: the best of its TRIAL_ROUNDS rounds, once the first
-        candidate has run WARM_S."""
-        self.algo, warm = 0, 0.0
-        while warm < WARM_S:
-            warm += self.run(TRIAL_GEMMS)
-        times = [float("inf")] * len(self.plan.algos)
-        for round_ in range(TRIAL_ROUNDS):
-            for i in range(len(times)):
-                self.algo = i
-                if round_ == 0 and i:
-                    self.run(1)         # its first call loads its kernel
-                times[i] = min(times[i], self.run(TRIAL_GEMMS) / TRIAL_GEMMS)
-        return times
+                "chosen": f"candidate {self.algo} of {len(times)} the heuristic offered (fastest of"
+                          f" {TRIAL_GEMMS} GEMMs each)", "workspace_bytes": WORKSPACE}
 
     def run(self, count: int, accumulate: bool = False) -> float:
         ptr = {name: self.pointer(buf) for name, buf in self.buffers.items()}
