@@ -262,6 +262,23 @@ def test_a_copy_test_hands_on_the_core_clock_before_it_not_the_one_it_let_fall(c
     assert core.clock_mhz == 1980.0
 
 
+def test_copies_warm_up_on_their_own_after_the_core_load_has_lapsed(clock):
+    """After the latency sweep's near-idle seconds a copy test warms up own_warmup_s, not the
+    shared warmup_s a core test would: no core load brings the link up."""
+    settings = Settings(sample_s=0.002, warmup_s=0.3, own_warmup_s=0.03, min_samples=3, max_samples=3,
+                        budget_s=10.0, warm_gap_s=1.0)
+    load = runner.Load()
+    runner.measure_on(load, FakeWorkload(1e-6, 1e6, clock=clock), 1.0, "TOPS", settings, lambda: 1980.0)
+    clock.advance(2.5)                       # the sweep: past warm_gap_s
+    since, t0 = load.since, clock()
+    runner.measure_on(load, Copies(1e-6, 1e6, clock=clock), 1.0, "GB/s", settings, lambda: 1500.0)
+    assert 0.03 <= clock() - t0 < 0.1
+    assert load.since == since                # the core load is neither continued nor restarted
+    t0 = clock()
+    runner.measure_on(load, FakeWorkload(1e-6, 1e6, clock=clock), 1.0, "TOPS", settings, lambda: 1980.0)
+    assert clock() - t0 >= 0.3                # the core test after them warms up in full
+
+
 class Capped(FakeWorkload):
     """A GEMM under a power cap: full rate for its first second of load, 0.8x after."""
     burst = True

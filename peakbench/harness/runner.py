@@ -239,10 +239,17 @@ def measure_on(load: Load, workload, per_item: float, unit: str, settings: Setti
         time.sleep(settings.burst_idle_s)
         load.begin(time.perf_counter(), 0)
         started = load.since
-    began, held = load.start(time.perf_counter(), settings, started)
-    # copies cannot bring a fallen core clock back: they are not held to it (hold), and continue
-    # no core load (the next core test's gap runs from the last core test's end)
-    v = measure(workload, per_item, unit, settings, began, clock, held if workload.cores else None)
+    if workload.cores:
+        began, held = load.start(time.perf_counter(), settings, started)
+    elif settings.own_warmup_s:
+        # Copies: no core load brings the link up, and theirs cannot bring a fallen core clock
+        # back. Their own warm-up alone, wherever they fall in the run (after the latency sweep
+        # they warmed up 0.3 s more each, for the same rate); no core clock held to, none
+        # continued (the next core test's gap runs from the last core test's end).
+        began, held = float("-inf"), None
+    else:
+        began, held = load.start(time.perf_counter(), settings, started)[0], None
+    v = measure(workload, per_item, unit, settings, began, clock, held)
     if workload.cores:
         load.end(time.perf_counter(), v.clock_mhz)
     return v
