@@ -73,9 +73,10 @@ class CudaRuntime(CompiledModules):
     def code_object(self, source: str, defines: dict, kernel: str) -> tuple[list[bytes], bool]:
         """NVRTC's [cubin, PTX, log] for the source, or those cached for the same source, options,
         kernel and NVRTC version (the headers of the include folders are taken as fixed by that
-        version); and whether they came from the cache."""
+        version); and whether they came from the cache. The defines go in sorted, so the key is
+        the same whichever order a workload and its plan (harness/ahead.py) give them in."""
         options = [f"-arch={self.arch}", "--std=c++17", *(f"-I{d}" for d in include_dirs()),
-                   *(f"-D{k}={v}" for k, v in defines.items())]
+                   *(f"-D{k}={v}" for k, v in sorted(defines.items()))]
         if _nvrtc_version() >= (12, 4):
             options.append("-pch")     # parse cuda_fp16.h and friends once per process, not per kernel
         key = cache.key(source, "\0".join(options), kernel, repr(_nvrtc_version()))

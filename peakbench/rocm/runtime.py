@@ -145,8 +145,9 @@ class HipRuntime(CompiledModules):
 
     # Compilation -------------------------------------------------------------------------------
     def compile_options(self, defines: dict) -> list[str]:
+        """hiprtc's options; the defines sorted, so a workload's compile finds what its plan made."""
         return [f"--offload-arch={self.target}", "-O3", "-std=c++17", *(f"-I{d}" for d in include_dirs()),
-                *(f"-D{k}={v}" for k, v in defines.items())]
+                *(f"-D{k}={v}" for k, v in sorted(defines.items()))]
 
     def code_object(self, source: str, defines: dict, kernel: str) -> tuple[list[bytes], bool]:
         """hiprtc's [code object, log] for the source, or those cached for the same source, options
