@@ -58,9 +58,10 @@ def words(test, threads: int, warp: int) -> int:
 def expected(test, dtype: str, threads: int, warp: int, steps: int) -> np.ndarray:
     """The final contents of the output after `steps` adds by every thread, from zero."""
     gid = np.arange(threads)
-    v = gid % 5 + 1
-    at = gid // warp if test.contended else gid
-    sums = np.bincount(at, weights=v, minlength=words(test, threads, warp)) * steps
+    v = (gid % 5 + 1).astype(np.float64)
+    # each thread its own word, or each warp's threads one
+    per_word = np.bincount(gid // warp, weights=v, minlength=words(test, threads, warp)) if test.contended else v
+    sums = per_word * steps
     return sums.astype(np.uint64).astype(DTYPES[dtype]) if dtype == "u32" else sums.astype(np.float32)
 
 

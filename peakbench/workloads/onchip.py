@@ -81,10 +81,11 @@ def shared_sums(data: np.ndarray, groups: int, passes: int, unroll: int) -> np.n
     t = np.arange(BLOCK)
     total = np.zeros((groups, BLOCK, 4), np.uint64)
     src = data.astype(np.uint64)
+    # every first index o + t % 32 (< SLIDE + 32) summed over its unroll once, then gathered
+    per_first = src[np.arange(SLIDE + 32)[:, None] + 32 * np.arange(unroll)].sum(axis=1)
     for p in range(passes):
         o = (p + t[None, :] // 32 + np.arange(groups)[:, None]) & (SLIDE - 1)
-        index = (o + t % 32)[..., None] + 32 * np.arange(unroll)
-        total += src[index].sum(axis=2)
+        total += per_first[o + t % 32]
     return (total % (1 << 32)).astype(np.uint32).reshape(-1, 4)
 
 

@@ -23,24 +23,40 @@ def hash32(x: np.ndarray) -> np.ndarray:
     return _hash32_in_place(np.array(x, dtype=np.uint32))
 
 
+HASH_CHUNK = 1 << 16        # words hashed at a time (256 KiB): each pass stays in the host's cache
+
+
 def _hash32_in_place(x: np.ndarray) -> np.ndarray:
-    """lowbias32 over x's uint32 words in place: a GiB of words needs no temporaries but one."""
-    t = np.empty_like(x)
+    """lowbias32 over x's uint32 words (C-contiguous) in place, a chunk at a time: the hash's
+    eight passes over a whole 64 MiB array, each from memory, took 2.5-4.6x as long."""
+    flat = x.reshape(-1)
+    t = np.empty(min(HASH_CHUNK, flat.size), np.uint32)
+    for at in range(0, flat.size, HASH_CHUNK):
+        _hash32_chunk(flat[at:at + HASH_CHUNK], t)
+    return x
+
+
+def _hash32_chunk(x: np.ndarray, t: np.ndarray) -> None:
+    t = t[:x.size]
     for shift, factor in ((16, 0x7FEB352D), (15, 0x846CA68B), (16, None)):
         np.right_shift(x, shift, out=t)
         x ^= t
         if factor:
             x *= np.uint32(factor)           # wraps mod 2**32, as the kernels' multiply does
-    return x
 
 
 def filled(n_vec: int, start: int = 0) -> np.ndarray:
     """What the fill kernels write: 16-byte vector i holds hash(4i .. 4i+3) (indices mod 2**32);
     vectors start .. start + n_vec - 1."""
     first, words = 4 * start, 4 * n_vec
-    index = (np.arange(first, first + words, dtype=np.uint32) if first + words <= 1 << 32
-             else np.arange(first, first + words, dtype=np.uint64).astype(np.uint32))
-    return _hash32_in_place(index).reshape(n_vec, 4)
+    out = np.empty(words, np.uint32)
+    base = np.arange(min(HASH_CHUNK, words), dtype=np.uint32)
+    t = np.empty_like(base)
+    for at in range(0, words, HASH_CHUNK):
+        chunk = out[at:at + HASH_CHUNK]
+        np.add(base[:chunk.size], np.uint32((first + at) % (1 << 32)), out=chunk)     # wraps as the kernels' index
+        _hash32_chunk(chunk, t)
+    return out.reshape(n_vec, 4)
 
 
 def written(index: np.ndarray) -> np.ndarray:
