@@ -25,9 +25,8 @@ is declared here, with defaults, and read by the runner, never probed:
     cores           False: its launches keep copy engines busy, not the cores, whose clock falls
                     meanwhile: it continues no core load, so the test after it is held to the
                     clock of the core load before it (runner.hold) or warms up afresh, never
-                    continues at the fallen clock this workload read; it warms up for its
-                    own warm-up alone (Settings.own_warmup_s), a core load's warm-up being no
-                    use to a link
+                    continues at the fallen clock this workload read; copies share a load of
+                    their own (Load.link), which a core load does not warm up
 """
 from __future__ import annotations
 

@@ -99,6 +99,11 @@ def test_no_pattern_selects_every_family_in_catalog_order(patterns):
     assert names[:len(head)] == head
     assert [n for n in names if n.startswith("matrix.") and not n.endswith(".sparse")] == MATRIX
     assert [n for n in names if n in MEMORY] == MEMORY
+    # the near-idle loads last, so no core test follows their seconds of idle cores but sm's own
+    light = ("latency.l0", "latency.dram", "launch.overhead", "transfer.h2d", "transfer.bidir")
+    assert [names.index(n) for n in light] == sorted(names.index(n) for n in light)
+    assert names.index("sm.l2_latency") < names.index("latency.l0")
+    assert names.index("memory.update") < names.index("memory.shared") < names.index("latency.l0")
 
 
 @pytest.mark.parametrize("patterns, want", [

@@ -113,6 +113,7 @@ def test_rocm_code_objects_made_ahead_are_the_ones_the_run_loads(rocm_device, fa
     for test in tests:
         run_test(rocm_device, test, Settings.quick(), lambda line: None)
     assert len(rtc.programs) == compiled, "the run compiled again what was made ahead"
+    assert len(rocm_device.rt._modules) == compiled, "every kernel made ahead was loaded by its test"
 
 
 def test_the_slowest_request_is_named_as_the_floor_of_the_wait():

@@ -262,21 +262,28 @@ def test_a_copy_test_hands_on_the_core_clock_before_it_not_the_one_it_let_fall(c
     assert core.clock_mhz == 1980.0
 
 
-def test_copies_warm_up_on_their_own_after_the_core_load_has_lapsed(clock):
-    """After the latency sweep's near-idle seconds a copy test warms up own_warmup_s, not the
-    shared warmup_s a core test would: no core load brings the link up."""
+def test_copies_share_a_load_of_their_own_and_leave_the_core_load_alone(clock):
+    """A core load does not warm the link: the first copy test after one warms up warmup_s of
+    copies; the copy test after it continues that copy load (its own warm-up only); the core
+    load is neither continued nor restarted by copies, so a core test after the copies and the
+    latency sweep's idle seconds warms up in full."""
     settings = Settings(sample_s=0.002, warmup_s=0.3, own_warmup_s=0.03, min_samples=3, max_samples=3,
                         budget_s=10.0, warm_gap_s=1.0)
     load = runner.Load()
     runner.measure_on(load, FakeWorkload(1e-6, 1e6, clock=clock), 1.0, "TOPS", settings, lambda: 1980.0)
-    clock.advance(2.5)                       # the sweep: past warm_gap_s
-    since, t0 = load.since, clock()
+    since = load.since
+    t0 = clock()
     runner.measure_on(load, Copies(1e-6, 1e6, clock=clock), 1.0, "GB/s", settings, lambda: 1500.0)
-    assert 0.03 <= clock() - t0 < 0.1
-    assert load.since == since                # the core load is neither continued nor restarted
+    assert clock() - t0 >= 0.3                # right after a core test: the link warms up in full
+    clock.advance(0.4)                        # the next copy test's buffers and checks
+    t0 = clock()
+    runner.measure_on(load, Copies(1e-6, 1e6, clock=clock), 1.0, "GB/s", settings, lambda: 1500.0)
+    assert 0.03 <= clock() - t0 < 0.1         # continues the copies' load
+    assert load.since == since                # the core load untouched
+    clock.advance(2.5)                        # the sweep's near-idle seconds
     t0 = clock()
     runner.measure_on(load, FakeWorkload(1e-6, 1e6, clock=clock), 1.0, "TOPS", settings, lambda: 1980.0)
-    assert clock() - t0 >= 0.3                # the core test after them warms up in full
+    assert clock() - t0 >= 0.3 and load.since > since
 
 
 class Capped(FakeWorkload):

@@ -42,10 +42,10 @@ class Catalog:
 
 def default_catalog() -> Catalog:
     from peakbench.catalog import atomic, compute, gemm, matrix, memory, onchip, sfu, sm, transfer
-    # Light loads last: the latency sweep and the launches keep the cores nearly idle, and the
-    # copies leave them idle, so the core test after one warms up again (memory.shared after the
-    # sweep did: 0.35 s of quick's run); after the copies sm.fp32 found the SM clock fallen to
-    # 1290 MHz and slow to come back (PERFORMANCE_ANALYSIS.md, "A per-SM clock reading that lags")
+    # The latency sweep, the launches and the copies last: they keep the cores nearly idle for
+    # seconds, and the core test after one warms up again (memory.shared after the sweep did:
+    # 0.35 s of quick's run); after the copies sm.fp32 found the SM clock fallen to 1290 MHz and
+    # slow to come back (PERFORMANCE_ANALYSIS.md, "A per-SM clock reading that lags")
     groups = (compute.TESTS, sfu.TESTS, atomic.TESTS, matrix.TESTS, gemm.TESTS, memory.STREAMS, onchip.TESTS,
               sm.TESTS, memory.LIGHT, transfer.TESTS)
     return Catalog([test for group in groups for test in group])

@@ -52,4 +52,3 @@ LIGHT = (
     LaunchTest("launch.overhead", "us", "launch", "", (Variant("empty"),), 1,
                "submit-to-completion time of an empty dispatch"),
 )
-TESTS = STREAMS + LIGHT

@@ -143,6 +143,14 @@ class Load:
         self.since: float | None = None
         self.until: float | None = None
         self.mhz: float | None = None
+        self._link: Load | None = None
+
+    @property
+    def link(self) -> "Load":
+        """The copies' own load on the same device (Workload.cores False)."""
+        if self._link is None:
+            self._link = Load()
+        return self._link
 
     def begin(self, now: float, gap_s: float) -> float:
         """When the load a test starting `now` continues began: the previous test's, where it ended
@@ -239,19 +247,13 @@ def measure_on(load: Load, workload, per_item: float, unit: str, settings: Setti
         time.sleep(settings.burst_idle_s)
         load.begin(time.perf_counter(), 0)
         started = load.since
-    if workload.cores:
-        began, held = load.start(time.perf_counter(), settings, started)
-    elif settings.own_warmup_s:
-        # Copies: no core load brings the link up, and theirs cannot bring a fallen core clock
-        # back. Their own warm-up alone, wherever they fall in the run (after the latency sweep
-        # they warmed up 0.3 s more each, for the same rate); no core clock held to, none
-        # continued (the next core test's gap runs from the last core test's end).
-        began, held = float("-inf"), None
-    else:
-        began, held = load.start(time.perf_counter(), settings, started)[0], None
-    v = measure(workload, per_item, unit, settings, began, clock, held)
-    if workload.cores:
-        load.end(time.perf_counter(), v.clock_mhz)
+    # Copies keep a load of their own (Load.link): a core load does not bring the link up, nor
+    # can copies bring a fallen core clock back, so neither counts towards the other's warm-up,
+    # and the core test after copies is held to the core clock before them (hold).
+    own = load if workload.cores else load.link
+    began, held = own.start(time.perf_counter(), settings, started)
+    v = measure(workload, per_item, unit, settings, began, clock, held if workload.cores else None)
+    own.end(time.perf_counter(), v.clock_mhz)
     return v
 
 
