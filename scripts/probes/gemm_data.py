@@ -1,6 +1,7 @@
 """What the operand data costs a GEMM's burst: torch's 8192^3 products (the peer bundle's
 torch-peaks protocol: 5 warm-ups, 20 products timed one by one, the median) on the normal data
-torch-peaks uses and on peakbench's (|x| in [0.5, 2), random sign and mantissa), each after the
+torch-peaks uses and on a stand-in for peakbench's (|x| uniform in [0.5, 2), random sign: a third
+of the values under 1, where peakbench's fill puts half), each after the
 GPU idled, with NVML's SM clock read every 5 ms while it ran (PERFORMANCE_ANALYSIS.md, "GEMM
 bursts: the data and the algorithm"). On an NVIDIA GPU with torch:
 
@@ -21,7 +22,7 @@ def normal(dtype):
 
 
 def ours(dtype):
-    """|x| in [0.5, 2) with a random sign: every mantissa bit random, no value near zero."""
+    """|x| uniform in [0.5, 2) with a random sign: every mantissa bit random, no value near zero."""
     x = torch.rand(N, N, device="cuda") * 1.5 + 0.5
     return (x * (torch.randint(0, 2, (N, N), device="cuda") * 2 - 1)).to(dtype)
 
