@@ -59,13 +59,14 @@ def assert_failed_by(results: dict, allowed: tuple[str, ...]) -> None:
 
 def test_host_counts_twice_the_work_fail(tmp_path, monkeypatch, backends):
     """Every descriptor's per_item doubled: the census (work), or where none counts the loop, a
-    bound, must refuse each rate."""
+    bound, must refuse each rate; int64 and int16 by the ceiling their loop's IMAD slots set."""
     from peakbench.catalog import atomic, descriptors, sfu
     for cls in (descriptors.ComputeTest, descriptors.MatrixTest, descriptors.MemoryTest, atomic.AtomicTest,
                 sfu.SfuTest):
         monkeypatch.setattr(cls, "per_item", lambda self, v, real=cls.per_item: 2 * real(self, v))
     r = planted_run(tmp_path, monkeypatch, backends, "per-item-x2",
-                    "compute.fp32,compute.int8,matrix.bf16.fp32,memory.copy,memory.update,atomic.*,sfu.sin,sfu.rcp")
+                    "compute.fp32,compute.int8,compute.int64,compute.int16,matrix.bf16.fp32,memory.copy,memory.update,"
+                    "atomic.*,sfu.sin,sfu.rcp")
     assert_failed_by(r, ("work", "sass", "clock-ceiling", "bound"))
 
 
