@@ -364,7 +364,8 @@ def test_the_page_goes_to_standard_output_with_a_dash(capsys):
 
 def test_the_template_ships_as_package_data():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    data = config["tool"]["setuptools"]["package-data"]["peakbench.report"]
+    assert "peakbench.report.templates" in config["tool"]["setuptools"]["packages"]
+    data = config["tool"]["setuptools"]["package-data"]["peakbench.report.templates"]
     template = html.TEMPLATES / "report.html.j2"
-    assert template.is_file() and any(template.relative_to(html.TEMPLATES.parent).match(glob) for glob in data)
+    assert template.is_file() and any(template.relative_to(html.TEMPLATES).match(glob) for glob in data)
     assert "jinja2" in " ".join(config["project"]["optional-dependencies"]["report"])
