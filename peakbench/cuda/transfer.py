@@ -44,7 +44,6 @@ class CudaLink(RuntimeBuffers):
         with rt.device:
             self.streams = [rt.stream, cp.cuda.Stream(non_blocking=True)]
             self.start, self.end = cp.cuda.Event(), cp.cuda.Event()
-            self.joined = cp.cuda.Event(disable_timing=True)
             self.ends = [cp.cuda.Event() for _ in self.streams]
 
     def host(self, nbytes: int, kind: str) -> HostBuffer:
@@ -89,24 +88,14 @@ class CudaLink(RuntimeBuffers):
     def copy(self, jobs, nbytes: int, at: list[int]) -> float:
         if len(jobs) > len(self.streams):
             raise ValueError(f"{len(jobs)} copies at once, {len(self.streams)} streams")
-        first, others = self.streams[0], self.streams[1:len(jobs)]
+        if not any(host.kind == "pageable" for _, host, _ in jobs):
+            return self.copy_each(jobs, nbytes, [at] * len(jobs))[0]
         with self.rt.device:
-            if any(host.kind == "pageable" for _, host, _ in jobs):
-                t0 = time.perf_counter()
-                self._issue(jobs, nbytes, at)
-                for stream in self.streams[:len(jobs)]:
-                    stream.synchronize()
-                return time.perf_counter() - t0
-            self.start.record(first)
-            for stream in others:                  # the second stream starts after the start event
-                stream.wait_event(self.start)
+            t0 = time.perf_counter()
             self._issue(jobs, nbytes, at)
-            for stream in others:                  # and the end event waits for it
-                self.joined.record(stream)
-                first.wait_event(self.joined)
-            self.end.record(first)
-            self.end.synchronize()
-            return cp.cuda.get_elapsed_time(self.start, self.end) / 1e3
+            for stream in self.streams[:len(jobs)]:
+                stream.synchronize()
+            return time.perf_counter() - t0
 
     def copy_each(self, jobs, nbytes: int, ats: list[list[int]]) -> tuple[float, list[float]]:
         """Job i's copies at the offsets ats[i] on stream i, the streams from one start event: the
@@ -116,7 +105,7 @@ class CudaLink(RuntimeBuffers):
         first = self.streams[0]
         with self.rt.device:
             self.start.record(first)
-            for stream in self.streams[1:len(jobs)]:
+            for stream in self.streams[1:len(jobs)]:      # the other streams start after the start event
                 stream.wait_event(self.start)
             for k in range(max(len(at) for at in ats)):      # issued in turn, so both start at once
                 for job, stream, at in zip(jobs, self.streams, ats):
