@@ -145,6 +145,23 @@ def test_copies_lost_after_the_first_fail(tmp_path, monkeypatch, backends):
     assert_failed_by(r, ("measured", "bound"))
 
 
+def test_pieces_of_a_balanced_copy_lost_after_the_first_fail(tmp_path, monkeypatch, backends):
+    """CUDA's both-ways copies go in pieces through copy_each (its one-way copies too): each
+    stream's pieces after its first lost, the time of all of them claimed."""
+    if "cuda" not in backends.split(","):
+        pytest.skip("CUDA's balanced copies")
+    from peakbench.cuda.transfer import CudaLink
+
+    def first_only(self, jobs, nbytes, ats, real=CudaLink.copy_each):
+        seconds, each = real(self, jobs, nbytes, [at[:1] for at in ats])
+        most = max(len(at) for at in ats)
+        time.sleep(seconds * (most - 1))
+        return seconds * most, [e * len(at) for e, at in zip(each, ats)]
+    monkeypatch.setattr(CudaLink, "copy_each", first_only)
+    r = planted_run(tmp_path, monkeypatch, "cuda", "pieces-lost", "transfer.bidir")
+    assert_failed_by(r, ("measured", "bound"))
+
+
 def test_a_value_from_the_wrong_sample_fails(tmp_path, monkeypatch, backends):
     # the median of the samples in another unit than they are kept in (x2): the value no longer
     # follows from them (the best sample instead reads within the spread on a GPU: 0.1%)
