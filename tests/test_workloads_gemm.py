@@ -16,6 +16,7 @@ from peakbench.backend import Unsupported
 from peakbench.catalog import default_catalog
 from peakbench.catalog.gemm import SIZE, TESTS, shape
 from peakbench.kernels import gemm as lt
+from peakbench.kernels.gemm import trial_gemms
 from peakbench.workloads import gemm as shared
 
 CATALOG = default_catalog()
@@ -159,6 +160,21 @@ def test_the_fastest_heuristic_candidate_is_kept_and_every_one_is_listed():
     assert len(w.evidence["algorithms"]) == 3
     w.run(1)
     assert lib.last_algo == 3
+
+
+class SlowGemm(HostGemm):
+    """Each GEMM takes 25 ms of GPU time: longer than TRIAL_S."""
+    def timed(self, calls):
+        before = self.lib.calls.count("Matmul")
+        calls()
+        return 25e-3 * (self.lib.calls.count("Matmul") - before)
+
+
+def test_a_candidate_is_timed_by_fewer_gemms_where_three_would_be_long():
+    assert [trial_gemms(s) for s in (1.4e-3, 8e-3, 19e-3, 30e-3, 0.0)] == [3, 2, 1, 1, 3]
+    w, lib = workload(CATALOG.get("gemm.fp64.fp64"), gemm_class=SlowGemm)
+    assert "(fastest of 1 GEMM each)" in w.evidence["chosen"]
+    assert lib.calls.count("Matmul") == 2 * len(w.evidence["algorithms"])     # 1 untimed and 1 timed each
 
 
 def test_no_algorithm_for_the_types_is_unsupported_api():

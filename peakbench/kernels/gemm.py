@@ -18,7 +18,8 @@ from peakbench.backend import Unsupported
 from peakbench.workloads.gemm import STORAGE, OperandFill
 
 CANDIDATES = 8            # algorithms asked of the heuristic
-TRIAL_GEMMS = 3           # GEMMs timed per candidate (after one untimed)
+TRIAL_GEMMS = 3           # GEMMs timed per candidate (after one untimed)...
+TRIAL_S = 0.02            # ...fewer where those would pass this: an FP64 GEMM of 8192 took 19-23 ms (H100)
 WORKSPACE = 32 << 20      # bytes: NVIDIA recommends 32 MiB of workspace on Hopper (cuBLAS docs, cublasSetWorkspace)
 SCALE_STRIDE = 16          # bytes between the A and B scale factors (each 16-byte aligned)
 SCALE_CT = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i32": ctypes.c_int32}
@@ -153,6 +154,11 @@ class Plan:
     scalar: type                 # the ctypes type of alpha and beta
 
 
+def trial_gemms(first_s: float) -> int:
+    """GEMMs to time a candidate by, given the seconds its untimed first one took."""
+    return max(1, min(TRIAL_GEMMS, int(TRIAL_S / first_s))) if first_s > 0 else TRIAL_GEMMS
+
+
 class LtGemm:
     """The GEMM object of workloads/gemm.py over one BLASLt library, on a runtime `rt` whose
     buffers (alloc, upload, free) the library addresses and whose kernels make the operands
@@ -183,16 +189,18 @@ class LtGemm:
             base = self.pointer(self.buffers["scales"])
             scales = (base, base + SCALE_STRIDE)
         self.plan = self.lt.plan(types, m, n, k, scales)
-        times = []
+        times, trials = [], set()
         for i in range(len(self.plan.algos)):
             self.algo = i
-            self.run(1)
-            times.append(self.run(TRIAL_GEMMS) / TRIAL_GEMMS)
+            count = trial_gemms(self.run(1))
+            trials.add(count)
+            times.append(self.run(count) / count)
         self.algo = min(range(len(times)), key=times.__getitem__)
+        each = "-".join(map(str, sorted(trials)))
         return {"library": self.version(), "algorithm": self.describe(self.algo),
                 "algorithms": [f"{i}: {self.describe(i)}: {t * 1e3:.3f} ms" for i, t in enumerate(times)],
                 "chosen": f"candidate {self.algo} of {len(times)} the heuristic offered (fastest of"
-                          f" {TRIAL_GEMMS} GEMMs each)", "workspace_bytes": WORKSPACE}
+                          f" {each} GEMM{'' if each == '1' else 's'} each)", "workspace_bytes": WORKSPACE}
 
     def run(self, count: int, accumulate: bool = False) -> float:
         ptr = {name: self.pointer(buf) for name, buf in self.buffers.items()}
