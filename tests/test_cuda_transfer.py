@@ -131,7 +131,38 @@ def test_every_test_verifies_on_the_fake(fake, name, kind):
                                                               if kind == "pinned" else [])
     finally:
         w.close()
-    assert not cp.mapped                      # every page-locked buffer freed
+    workload.release_kept(rt)
+    assert not cp.mapped                      # every page-locked buffer freed as the device closes
+
+
+def test_bidir_takes_the_buffers_h2d_and_d2h_kept_and_writes_their_sources_again(fake):
+    """transfer.h2d and d2h leave their lanes on the device's shelf; bidir allocates no host
+    memory of its own, writes each source again (a source changed since is no excuse to fail or
+    pass), and verifies; everything is freed once, as the device closes."""
+    cp, module, rt = fake
+    kept = {}
+    for name in ("transfer.h2d", "transfer.d2h"):
+        w = prepare(module, rt, name)
+        assert w.verify() is None
+        kept[w.lanes[0].direction] = (w.lanes[0].host.handle, w.lanes[0].device)
+        w.close()
+    assert len(cp.mapped) == 2 and len([e for e in cp.log if e[0] == "hostAlloc"]) == 2
+    kept["h2d"][1].host[:] = 0                      # neither source may be trusted as left
+    np.ctypeslib.as_array((ctypes.c_uint8 * (1 << 20)).from_address(kept["h2d"][0]))[:] = 0
+    kept["d2h"][1].host[:] = 7
+    w = prepare(module, rt, "transfer.bidir")
+    try:
+        assert {lane.direction: (lane.host.handle, lane.device) for lane in w.lanes} == kept
+        assert len([e for e in cp.log if e[0] == "hostAlloc"]) == 2          # none of its own
+        assert w.verify() is None
+        problem, _ = w.after_timing(4)
+        assert problem is None
+    finally:
+        w.close()
+    assert len(cp.mapped) == 2                      # on the shelf again
+    workload.release_kept(rt)
+    assert not cp.mapped
+    workload.release_kept(rt)                       # nothing kept: nothing to do
 
 
 def test_copies_have_the_cuda_kinds_and_pointers(fake):

@@ -8,6 +8,7 @@ import pytest
 from peakbench.catalog import transfer as catalog
 from peakbench.harness.runner import Settings
 from peakbench.harness.session import run_test
+from peakbench.workloads import transfer
 
 TESTS = {t.name: t for t in catalog.HOST_LINK}
 QUICK = Settings(sample_s=0.002, warmup_s=0.0, min_samples=3, max_samples=3, budget_s=0.2)
@@ -70,6 +71,7 @@ def test_pageable_memory_is_numpy_staged_and_timed_on_the_host(vulkan_device, vk
         assert w.verify() is None
     finally:
         w.close()
+    transfer.release_kept(vulkan_device.rt)
     assert host.extra == {}
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from peakbench.backend import Unsupported
 from peakbench.harness.levels import documented_caches
 from peakbench.runtime import Kernel
-from peakbench.workloads import alu, chase, launch, stream
+from peakbench.workloads import alu, chase, launch, stream, transfer
 
 # The families whose workloads touch the device only through the runtime, and compile before
 # they allocate: a plan of theirs (Device.plan) has no other effect. A vendor GEMM, a host or
@@ -138,4 +138,7 @@ class Device:
         return self.rt.clock_mhz()
 
     def close(self) -> None:
-        self.rt.close()
+        try:
+            transfer.release_kept(self.rt)        # the transfer tests' buffers, while the runtime lives
+        finally:
+            self.rt.close()

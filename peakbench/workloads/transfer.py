@@ -41,6 +41,7 @@ copies, balanced"). The size sweep (series) copies equal bytes each way.
 from __future__ import annotations
 
 import functools
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -141,6 +142,70 @@ class Lane:
     data: np.ndarray
 
 
+class Shelf:
+    """The lanes' buffers one device's transfer tests hand on, by (direction, host memory kind,
+    bytes): transfer.h2d and d2h leave theirs to bidir, which then allocates and frees none (a
+    pinned 256 MiB host allocation took 90-140 ms through CUDA and its release 20-40 ms:
+    PERFORMANCE_ANALYSIS.md, "Start-up, fifth round"). A lane taken from the shelf has its source
+    written again, as a new lane's is. What is kept is released when the device closes
+    (release_kept), each buffer by the link that kept it."""
+
+    def __init__(self):
+        self._kept: dict[tuple, tuple] = {}      # key -> (host, device, release)
+
+    def take(self, key: tuple) -> tuple | None:
+        """(host, device) kept under `key`, now the caller's; None where there are none."""
+        found = self._kept.pop(key, None)
+        return found[:2] if found else None
+
+    def put(self, key: tuple, host, device, release) -> None:
+        """Keep a lane's buffers (a lane of the same key kept before is released)."""
+        older = self._kept.pop(key, None)
+        self._kept[key] = (host, device, release)
+        if older:
+            _release_all([older])
+
+    def close(self) -> None:
+        kept, self._kept = list(self._kept.values()), {}
+        _release_all(kept)
+
+
+def _release_all(kept: list[tuple]) -> None:
+    """Every (host, device, release) released, each even when one before it fails."""
+    errors = []
+    for host, device, release_ in kept:
+        for buf in (host, device):
+            try:
+                release_(buf)
+            except Exception as e:
+                errors.append(e)
+    if errors:
+        raise errors[0]
+
+
+_shelves: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()     # runtime -> its Shelf
+
+
+def shelf_of(rt) -> Shelf | None:
+    """The shelf of a link's runtime (None for a link with none)."""
+    if rt is None:
+        return None
+    try:
+        return _shelves.setdefault(rt, Shelf())
+    except TypeError:          # a runtime that cannot be weakly referenced keeps no shelf
+        return None
+
+
+def release_kept(rt) -> None:
+    """Release what the transfer tests kept on this runtime (before it closes)."""
+    try:
+        shelf = _shelves.pop(rt, None)
+    except TypeError:
+        return
+    if shelf is not None:
+        shelf.close()
+
+
 class TransferSweep(Sweep):
     """A transfer workload's copies over sweep_sizes, `repeat` copies a launch."""
     x, unit, digits = "transfer_bytes", "GB/s", 3
@@ -168,11 +233,15 @@ class TransferWorkload(Workload):
         self.test, self.variant, self.link, self.name = test, variant, link, variant.name
         self.kind, self.nbytes = variant.name, link.value_bytes
         self.lanes: list[Lane] = []
+        self.shelf = shelf_of(getattr(link, "rt", None))
         for direction in DIRECTIONS[test.dtype]:
             data = pattern(self.nbytes, SEEDS[direction])
-            lane = Lane(direction, link.host(self.nbytes, self.kind), None, data)
+            kept = self.shelf.take(self._key(direction)) if self.shelf else None
+            host, device = kept or (link.host(self.nbytes, self.kind), None)
+            lane = Lane(direction, host, device, data)
             self.lanes.append(lane)
-            lane.device = link.device(self.nbytes)
+            if lane.device is None:
+                lane.device = link.device(self.nbytes)
             if direction == "d2h":
                 link.write_device(lane.device, data)
             else:
@@ -188,6 +257,9 @@ class TransferWorkload(Workload):
             self.params["pieces"] = (f"{BALANCE_PIECES} a copy a direction, the faster direction given more so"
                                      " that both end together; the series copies equal bytes each way")
         self.evidence = {}
+
+    def _key(self, direction: str) -> tuple:
+        return direction, self.kind, self.nbytes
 
     def jobs(self) -> list[tuple]:
         return [(lane.direction, lane.host, lane.device) for lane in self.lanes]
@@ -289,12 +361,18 @@ class TransferWorkload(Workload):
         return TransferSweep(self, sample_s)
 
     def close(self) -> None:
+        """Each whole lane onto the device's shelf (or released where there is none), then the link."""
         lanes, self.lanes = self.lanes, []
-        for lane in lanes:
-            for buf in (lane.host, lane.device):
-                if buf is not None:
-                    self.link.release(buf)
-        self.link.close()
+        try:
+            for lane in lanes:
+                if self.shelf is not None and lane.host is not None and lane.device is not None:
+                    self.shelf.put(self._key(lane.direction), lane.host, lane.device, self.link.release)
+                    continue
+                for buf in (lane.host, lane.device):
+                    if buf is not None:
+                        self.link.release(buf)
+        finally:
+            self.link.close()
 
 
 class MappedReadWorkload(Workload):
