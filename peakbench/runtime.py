@@ -10,7 +10,11 @@ the scalars as 32-bit push constants; CUDA and HIP pass them as the kernel's par
 """
 from __future__ import annotations
 
+import hashlib
+import os
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
@@ -153,12 +157,27 @@ def host_bytes(data, capacity: int) -> np.ndarray:
     return src
 
 
+# Disassembler threads of a runtime's prefetch: half the cores, at most 8, so that the tests that
+# start while they run keep the rest. A disassembler's start costs ~0.3-0.5 s of one core, and the
+# listings of a cold CUDA quick run took 25 thread-seconds where NVRTC took 10-20
+# (PERFORMANCE_ANALYSIS.md, "Start-up, fifth round").
+DISASSEMBLERS = max(1, min(8, (os.cpu_count() or 2) // 2))
+_LISTINGS_LOCK = threading.Lock()
+
+
 class CompiledModules:
     """What the CUDA and HIP runtimes share: the grid and memory from Limits (their APIs report
     units and free memory), modules that stay loaded until close(), and evidence from the
-    disassembled code object (each supplies disassemble())."""
+    disassembled code object (each supplies disassemble()).
+
+    prefetch() compiles on the caller's thread and leaves the listing to a disassembler thread of
+    the runtime's own (DISASSEMBLERS), so compile-ahead waits for the compilers alone and the
+    listings are made while the first tests run; listing() waits for a pending one rather than
+    start the disassembler again."""
     limits: Limits
     arch: str
+    _listings: dict[bytes, Future] | None = None      # sha256 of a code object -> its listing
+    _disassemblers: ThreadPoolExecutor | None = None
 
     def compile(self, source: str, defines: dict, entry: str = "main", block: int = 1, args: str = "",
                 label: str = "") -> Kernel:
@@ -171,11 +190,35 @@ class CompiledModules:
         object and its listing. Safe on any thread (harness/ahead.py runs many at once)."""
         from peakbench.sources import SHADERS
         parts, _ = self.code_object((SHADERS / source).read_text(), defines, entry)
-        self.listing_of(parts[0])
+        self._listing_later(parts[0])
 
     def listing_of(self, binary: bytes) -> str | None:
         """The code object's disassembly, where this runtime keeps one in the cache."""
         return None
+
+    def listing(self, binary: bytes) -> str | None:
+        """listing_of(binary): the prefetched one where a disassembler thread has it or is making it."""
+        with _LISTINGS_LOCK:
+            pending = (self._listings or {}).get(hashlib.sha256(binary).digest())
+        return pending.result() if pending is not None else self.listing_of(binary)
+
+    def _listing_later(self, binary: bytes) -> None:
+        if type(self).listing_of is CompiledModules.listing_of or not binary:
+            return
+        key = hashlib.sha256(binary).digest()
+        with _LISTINGS_LOCK:
+            if self._listings is None:
+                self._listings = {}
+                self._disassemblers = ThreadPoolExecutor(DISASSEMBLERS, thread_name_prefix="disassemble")
+            if key not in self._listings:
+                self._listings[key] = self._disassemblers.submit(self.listing_of, binary)
+
+    def stop_listings(self) -> None:
+        """Wait for the disassembler threads (those not started are dropped); close() calls it."""
+        with _LISTINGS_LOCK:
+            pool, self._disassemblers = self._disassemblers, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def launch_times(self, kernel: Kernel, count: int, args: Sequence = ()) -> list[float]:
         out = []

@@ -114,7 +114,7 @@ class CudaRuntime(CompiledModules):
     def disassemble(self, kernel: Kernel) -> str | None:
         """The SASS of this kernel alone (a module holds every kernel of its source), read once."""
         if "sass" not in kernel.extra:
-            found = sass.disassemble(kernel.binary)
+            found = self.listing(kernel.binary)
             kernel.extra["sass"] = found and (listing.function(found, kernel.name) or None)
         return kernel.extra["sass"]
 
@@ -197,6 +197,7 @@ class CudaRuntime(CompiledModules):
 
     def close(self) -> None:
         try:
+            self.stop_listings()
             self.stream.synchronize()      # a kernel fault often shows only here
         finally:
             self._modules.clear()
