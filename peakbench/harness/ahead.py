@@ -8,7 +8,9 @@ compilers and disassemblers are subprocesses or library calls that release the G
 overlap. What each test compiles comes from building its workloads on a Planner
 (workloads.Device.plan), the same code path as the run, so the plan cannot drift from what the
 run needs. The pool is drained before the first measurement: no compile competes with a timed
-sample. A request that fails here is left for its test, which reports it."""
+sample. CUDA's listings are the exception: made by a disassembler process a kernel, on at most
+half the cores, they go on while the first tests run (runtime.CompiledModules), each test waiting
+for its own. A request that fails here is left for its test, which reports it."""
 from __future__ import annotations
 
 import os
