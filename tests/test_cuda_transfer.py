@@ -155,6 +155,7 @@ def test_bidir_takes_the_buffers_h2d_and_d2h_kept_and_writes_their_sources_again
         assert {lane.direction: (lane.host.handle, lane.device) for lane in w.lanes} == kept
         assert len([e for e in cp.log if e[0] == "hostAlloc"]) == 2          # none of its own
         assert w.verify() is None
+        w.run(4)
         problem, _ = w.after_timing(4)
         assert problem is None
     finally:
@@ -163,6 +164,30 @@ def test_bidir_takes_the_buffers_h2d_and_d2h_kept_and_writes_their_sources_again
     workload.release_kept(rt)
     assert not cp.mapped
     workload.release_kept(rt)                       # nothing kept: nothing to do
+
+
+@pytest.mark.parametrize("name", TESTS)
+def test_the_counted_bytes_meet_the_bytes_handed_to_cuda(fake, name, monkeypatch):
+    """Balanced or not, a launch's counted bytes are the bytes its cudaMemcpyAsync calls were
+    handed; counted twice, the measured guard fails."""
+    cp, module, rt = fake
+    w = prepare(module, rt, name)
+    try:
+        w.run(2)
+        cp.log.clear()
+        w.run(2)
+        handed = sum(e[2] for e in cp.log if e[0] == "copy")
+        assert w.issued == handed == w.items(2)
+        problem, said = w.after_timing(2)
+        assert problem is None and said.startswith(f"its {handed} bytes counted as its copy calls were handed"), said
+        items = type(w).items
+        monkeypatch.setattr(type(w), "items", lambda self, *a, **k: 2 * items(self, *a, **k))
+        w.run(2)
+        problem, _ = w.after_timing(2)
+        assert problem and "copy calls were handed" in problem
+    finally:
+        w.close()
+    workload.release_kept(rt)
 
 
 def test_copies_have_the_cuda_kinds_and_pointers(fake):

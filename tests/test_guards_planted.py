@@ -392,6 +392,18 @@ def test_copies_lost_after_the_first_fail_the_measured_guard(tmp_path, monkeypat
 
 
 @lavapipe
+def test_a_transfer_byte_count_off_by_two_fails_against_the_copies_handed_to_the_api(tmp_path, monkeypatch):
+    # lavapipe has no spec to bound a link's rate: the counted bytes meet the bytes of the regions
+    # the copies were handed, pinned and pageable, one way and both.
+    from peakbench.workloads.transfer import TransferWorkload
+    items = TransferWorkload.items
+    monkeypatch.setattr(TransferWorkload, "items", lambda self, *a, **k: 2 * items(self, *a, **k))
+    r = run_inprocess(tmp_path, monkeypatch, "transfer.h2d,transfer.d2h,transfer.bidir")
+    for name in ("transfer.h2d", "transfer.d2h", "transfer.bidir"):
+        assert_caught(r[name], "measured", "the last timed launch counted", "its copy calls were handed")
+
+
+@lavapipe
 def test_a_plain_quick_run_raises_no_false_alarm(tmp_path):
     out = tmp_path / "out.json"
     env = {**os.environ, "PEAKBENCH_CACHE": str(tmp_path / "cache")}

@@ -41,6 +41,7 @@ class CudaLink(RuntimeBuffers):
     def __init__(self, rt):
         self.rt = rt
         self.value_bytes = value_bytes(rt.info)
+        self.issued = 0                     # bytes handed to cudaMemcpyAsync (workloads/transfer.py)
         with rt.device:
             self.streams = [rt.stream, cp.cuda.Stream(non_blocking=True)]
             self.start, self.end = cp.cuda.Event(), cp.cuda.Event()
@@ -71,12 +72,12 @@ class CudaLink(RuntimeBuffers):
         else:
             self.rt.free(buf)
 
-    @staticmethod
-    def _one(job, stream, o: int, nbytes: int) -> None:
+    def _one(self, job, stream, o: int, nbytes: int) -> None:
         """One copy of job (direction, host, device) at byte offset `o`, on `stream`."""
         direction, host, device = job
         dst, src = (_pointer(device), host.extra["ptr"]) if direction == "h2d" else (host.extra["ptr"], _pointer(device))
         cp.cuda.runtime.memcpyAsync(dst + o, src + o, nbytes, KIND[direction], stream.ptr)
+        self.issued += nbytes
 
     def _issue(self, jobs, nbytes: int, at: list[int]) -> None:
         """Job i on stream i; the copies of a stream back to back (one at each offset of `at`),

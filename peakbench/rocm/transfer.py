@@ -37,6 +37,7 @@ class HipLink(RuntimeBuffers):
     def __init__(self, rt):
         self.rt, self.api, self.hip = rt, rt.api, rt.hip
         self.value_bytes = value_bytes(rt.info)
+        self.issued = 0                     # bytes handed to hipMemcpyAsync (workloads/transfer.py)
         self.kinds = {"h2d": self.hip.hipMemcpyKind.hipMemcpyHostToDevice,
                       "d2h": self.hip.hipMemcpyKind.hipMemcpyDeviceToHost}
         self.streams, self.events = [rt.stream], []
@@ -77,6 +78,7 @@ class HipLink(RuntimeBuffers):
         near, far = _at(host.extra["src"], o), _at(device.ptr, o)
         dst, src = (far, near) if direction == "h2d" else (near, far)
         self.api.call(self.hip.hipMemcpyAsync, dst, src, nbytes, self.kinds[direction], stream)
+        self.issued += nbytes
 
     def _issue(self, jobs, nbytes: int, at: list[int]) -> None:
         """Job i on stream i; the copies of a stream back to back (one at each offset of `at`),

@@ -56,6 +56,7 @@ class VulkanLink(RuntimeBuffers):
     def __init__(self, rt):
         self.rt, self.dev = rt, rt.dev
         self.value_bytes = value_bytes(rt.info)
+        self.issued = 0                     # bytes of the regions handed to vkCmdCopyBuffer (workloads/transfer.py)
 
     # Memory -----------------------------------------------------------------------------------
     def _mapped(self, nbytes: int, kind: str) -> HostBuffer:
@@ -121,6 +122,7 @@ class VulkanLink(RuntimeBuffers):
                     src = (host.extra.get("staging") or host).handle
                     pair = (src.handle, device.handle) if direction == "h2d" else (device.handle, src.handle)
                     vk.vkCmdCopyBuffer(cmd, *pair, 1, regions[o])
+                    self.issued += regions[o][0].size
             if timed:
                 vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev.query_pool, 1)
         return record

@@ -16,6 +16,10 @@ A link is:
                                      from the first copy's start to the last one's end
     describe(kind) -> dict           what the host memory, the engine and the timer are (params)
     release(buf), close()
+    issued                           optional: the bytes its copy calls handed the API (each copy's
+                                     size as passed to it), added up from wherever the workload
+                                     last set it to 0: the counted bytes of a launch are checked
+                                     against them (after_timing)
 
 and, where the link can time each job on its own (CUDA's streams):
 
@@ -250,6 +254,7 @@ class TransferWorkload(Workload):
         self.pace: list[float] | None = None     # each lane's pieces a second, the last balanced launch
         self.moved: list[int] | None = None      # each lane's bytes, the last balanced launch
         self.timed_counts: list[int] | None = None   # and its pieces
+        self.issued: int | None = None           # bytes the last launch's copy calls were handed (link.issued)
         self.params = {"transfer_bytes": self.nbytes, "directions": [lane.direction for lane in self.lanes],
                        "bytes_counted": "both directions" if len(self.lanes) > 1 else test.dtype,
                        **link.describe(self.kind)}
@@ -265,10 +270,16 @@ class TransferWorkload(Workload):
         return [(lane.direction, lane.host, lane.device) for lane in self.lanes]
 
     def run(self, size: int, nbytes: int | None = None) -> float:
+        counts = hasattr(self.link, "issued")
+        if counts:
+            self.link.issued = 0
         if self.balanced and nbytes is None:
-            return self._run_balanced(size)
-        nbytes = nbytes or self.nbytes
-        return self.link.copy(self.jobs(), nbytes, offsets(nbytes, self.nbytes, size))
+            seconds = self._run_balanced(size)
+        else:
+            nbytes = nbytes or self.nbytes
+            seconds = self.link.copy(self.jobs(), nbytes, offsets(nbytes, self.nbytes, size))
+        self.issued = self.link.issued if counts else None
+        return seconds
 
     def items(self, size: int, nbytes: int | None = None) -> int:
         """The bytes of the launch of `size` just run: balanced, its pieces' (the runner asks
@@ -325,12 +336,20 @@ class TransferWorkload(Workload):
         destinations: every lane must then hold all its data, so a copy of the launch lost or cut
         short leaves its slice empty. More copies than 4 KiB slots of the buffers are checked at as
         many as fit, in the same proportion: copies lost after the first make a launch so short
-        that calibration grows it to millions of copies, which must not escape the check."""
+        that calibration grows it to millions of copies, which must not escape the check. Then the
+        bytes the last timed launch counted (items) against those its copy calls were handed
+        (link.issued, where the link counts them): a byte count off by a factor fails here."""
+        # the last timed launch's bytes, counted and handed to the copy calls, before the check's own copies
+        miscounted, handed = self._handed(self.items(size), self.issued)
         timed = (self.timed_counts or self.counts(size)) if self.balanced else [size] * len(self.lanes)
         fit = min(1.0, self.nbytes // 4096 / max(timed))
         counts = [max(1, int(c * fit)) for c in timed]
         if max(counts) < 2:
-            return None, f"not checked: {size} cop{'y' if size == 1 else 'ies'} a launch, checked as such by iterations"
+            if miscounted:
+                return miscounted, miscounted
+            return None, (f"{handed}{size} cop{'y' if size == 1 else 'ies'} a launch, checked as such by iterations"
+                          if handed else f"not checked: {size} cop{'y' if size == 1 else 'ies'} a launch, checked as"
+                                         f" such by iterations")
         nbytes = self.nbytes // max(counts) // 4096 * 4096
         for lane in self.lanes:
             if lane.direction == "h2d":
@@ -351,7 +370,19 @@ class TransferWorkload(Workload):
             problem = check_bytes(got, lane.data[:moved], f"{lane.direction}: {count} {what} of {nbytes} bytes")
             if problem:
                 return f"the measured {told} {what} a launch, each at its own offset: {problem}", problem
-        return None, f"the measured {told} {what} a launch, {nbytes} bytes each at its own offset, all arrived"
+        if miscounted:
+            return miscounted, miscounted
+        return None, f"{handed}the measured {told} {what} a launch, {nbytes} bytes each at its own offset, all arrived"
+
+    @staticmethod
+    def _handed(counted: int, issued: int | None) -> tuple[str | None, str]:
+        """(problem, words for the evidence) of a launch's counted bytes against those its copy
+        calls were handed (link.issued; None where the link does not count them)."""
+        if issued is None:
+            return None, ""
+        if issued != counted:
+            return f"the last timed launch counted {counted} bytes; its copy calls were handed {issued}", ""
+        return None, f"its {counted} bytes counted as its copy calls were handed them; "
 
     def series(self) -> TransferSweep | None:
         """GB/s over transfer sizes, once per test, on the pinned variant."""
