@@ -101,6 +101,19 @@ def release_on_failure(init):
     return wrapper
 
 
+def each(steps, catch: type | tuple = Exception) -> None:
+    """Call every step (a function of no arguments), each even when one before it raised `catch`;
+    then raise the first such error: a close() that releases all it can."""
+    errors = []
+    for step in steps:
+        try:
+            step()
+        except catch as e:
+            errors.append(e)
+    if errors:
+        raise errors[0]
+
+
 def release(obj, free, *names: str) -> None:
     """free() each named resource of `obj` that exists and is not None, then forget it: a close()
     that is safe on a half-built workload and safe to call twice."""

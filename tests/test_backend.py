@@ -26,3 +26,23 @@ def test_an_interrupt_while_importing_is_not_a_missing_package():
     with pytest.raises(KeyboardInterrupt):
         with vendor_import("cuda", "cupy", "CuPy", "pip install cupy"):
             raise KeyboardInterrupt
+
+
+def test_each_calls_every_step_and_raises_the_first_error_it_catches():
+    from peakbench.backend import each
+    called = []
+
+    def step(name, error=None):
+        def run():
+            called.append(name)
+            if error:
+                raise error
+        return run
+    with pytest.raises(KeyError, match="first"):
+        each([step("a"), step("b", KeyError("first")), step("c", ValueError("second")), step("d")])
+    assert called == ["a", "b", "c", "d"]
+    called.clear()
+    with pytest.raises(ValueError):            # not what it catches: raised at once, the rest not called
+        each([step("a", ValueError("other")), step("b")], catch=KeyError)
+    assert called == ["a"]
+    each([])

@@ -10,11 +10,13 @@ back after.
 """
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
+from peakbench.backend import each
 from peakbench.kernels.p2p import BLOCK, PeerCopies
 from peakbench.rocm.runtime import DeviceBuffer, HipError, marshal
 from peakbench.workloads import p2p
@@ -120,16 +122,14 @@ class HipPeers(PeerCopies):
         steps += [(dev, hip.hipEventDestroy, e) for dev, events in self.events.items() for e in events]
         steps += [(dev, hip.hipStreamDestroy, s) for dev, s in self.streams.items()]
         self.streams, self.events, self.functions, self.modules = {}, {}, {}, []
-        errors = []
-        for dev, fn, arg in steps:
-            try:
-                with self.on(dev):
-                    self.api.call(fn, arg)
-            except HipError as e:
-                errors.append(e)
-        self.discard_kernel()
-        if errors:
-            raise errors[0]
+        try:
+            each((functools.partial(self._call_on, dev, fn, arg) for dev, fn, arg in steps), HipError)
+        finally:
+            self.discard_kernel()
+
+    def _call_on(self, dev: int, fn, arg) -> None:
+        with self.on(dev):
+            self.api.call(fn, arg)
 
 
 def workload(test, variant, rt):

@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from peakbench import cache
-from peakbench.backend import DeviceInfo
+from peakbench.backend import DeviceInfo, each
 from peakbench.evidence.listing import run_on_file
 from peakbench.evidence import amdgpu
 from peakbench.rocm import targets
@@ -310,16 +310,11 @@ class HipRuntime(CompiledModules):
         steps += [(self.hip.hipEventDestroy, event) for event in (self._start, self._end)]
         steps += [(self.hip.hipStreamDestroy, self.stream)]
         self._modules.clear()
-        errors = []
-        for fn, arg in steps:
-            try:
-                self.api.call(fn, arg)
-            except HipError as e:
-                errors.append(e)
-        if self._clock:
-            self._clock.close()
-        if errors:
-            raise errors[0]
+        try:
+            each((functools.partial(self.api.call, fn, arg) for fn, arg in steps), HipError)
+        finally:
+            if self._clock:
+                self._clock.close()
 
 
 # -- code-object disassembly (evidence) ----------------------------------------------------------

@@ -10,10 +10,12 @@ hipHostGetDevicePointer gives.
 from __future__ import annotations
 
 import ctypes
+import functools
 import time
 
 import numpy as np
 
+from peakbench.backend import each
 from peakbench.kernels import STREAM
 from peakbench.rocm.runtime import DeviceBuffer
 from peakbench.workloads.transfer import HostBuffer, MappedReadWorkload, RuntimeBuffers, TransferWorkload, value_bytes
@@ -135,14 +137,7 @@ class HipLink(RuntimeBuffers):
         steps = [(self.hip.hipEventDestroy, e) for e in self.events + self.ends]
         steps += [(self.hip.hipStreamDestroy, s) for s in self.streams[1:]]
         self.events, self.ends, self.streams = [], [], self.streams[:1]
-        errors = []
-        for fn, arg in steps:
-            try:
-                self.api.call(fn, arg)
-            except Exception as e:
-                errors.append(e)
-        if errors:
-            raise errors[0]
+        each(functools.partial(self.api.call, fn, arg) for fn, arg in steps)
 
 
 def workload(test, variant, rt):

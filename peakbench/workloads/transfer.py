@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from peakbench.backend import release, release_on_failure
+from peakbench.backend import each, release, release_on_failure
 from peakbench.catalog.memory import STREAM_UNROLL
 from peakbench.harness import guards
 from peakbench.workload import Sweep, Workload
@@ -176,15 +176,7 @@ class Shelf:
 
 def _release_all(kept: list[tuple]) -> None:
     """Every (host, device, release) released, each even when one before it fails."""
-    errors = []
-    for host, device, release_ in kept:
-        for buf in (host, device):
-            try:
-                release_(buf)
-            except Exception as e:
-                errors.append(e)
-    if errors:
-        raise errors[0]
+    each(functools.partial(free, buf) for host, device, free in kept for buf in (host, device))
 
 
 _shelves: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()     # runtime -> its Shelf
