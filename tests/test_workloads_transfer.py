@@ -272,6 +272,7 @@ def test_copies_lost_after_the_first_fail_the_measured_guard_even_at_millions_a_
     w, _ = make("transfer.h2d", fault="first")
     problem, _ = w.after_timing(1 << 24)
     assert problem and problem.startswith("the measured 256 (of the 16777216 timed) copies a launch"), problem
-    good, _ = make("transfer.h2d")
+    good, link = make("transfer.h2d")
     assert good.after_timing(1 << 24) == (None, "the measured 256 (of the 16777216 timed) copies a launch, 4096"
                                                 " bytes each at its own offset, all arrived")
+    assert link.calls[-1] == (["h2d"], 4096, 256)          # the copies checked are the copies told

@@ -351,7 +351,7 @@ class TransferWorkload(Workload):
         if self.balanced:
             self.link.copy_each(self.jobs(), nbytes, [offsets(nbytes, self.nbytes, c) for c in counts])
         else:
-            self.run(size, nbytes)
+            self.run(max(counts), nbytes)           # as many as fit, not the millions timed
         what = "pieces" if self.balanced else "copies"
         told = " and ".join(f"{c}" for c in sorted(set(counts)))
         if counts != timed:
