@@ -21,6 +21,7 @@ from helpers import ROOT, run_peakbench
 from peakbench.backend import DeviceInfo
 from peakbench.catalog import default_catalog
 from peakbench.vulkan import driver_cache as dc
+from peakbench.vulkan import kept
 from peakbench.evidence import nvidia_cache as ns
 from peakbench.evidence.sass_rules import check
 
@@ -65,10 +66,12 @@ class FakeDriver:
 
 @pytest.fixture
 def temp(tmp_path, monkeypatch):
-    """tempfile's folder (where DriverCache makes its own) moved to a fresh one."""
+    """tempfile's folder (where DriverCache makes its own) moved to a fresh one, and a fresh
+    peakbench cache (where a closed DriverCache keeps the driver's files for the next)."""
     folder = tmp_path / "tmp"
     folder.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    monkeypatch.setenv("PEAKBENCH_CACHE", str(tmp_path / "cache"))
     return folder
 
 
@@ -309,6 +312,170 @@ def test_the_architecture_comes_from_the_pci_device_id():
     assert all(a[1] < b[0] for a, b in zip(spans, spans[1:])), "no device ID in two ranges"
 
 
+# -- the driver's cache kept between runs ------------------------------------------------------
+
+def a_run() -> tuple[dc.DriverCache, dc.PipelineCode, FakeDriver]:
+    """One process's cache (holding what the runs before it kept), pipeline code and fake driver."""
+    cache = dc.DriverCache(environ={})
+    return cache, dc.PipelineCode(cache, H200, "NVIDIA 580.159.04"), FakeDriver(cache.folder)
+
+
+def closed(cache: dc.DriverCache, code: dc.PipelineCode) -> None:
+    code.close()
+    cache.close()
+
+
+def test_a_closed_cache_keeps_the_drivers_files_for_the_next_run(temp):
+    cache, code, driver = a_run()
+    driver.write(0, 1)
+    written = {name: (Path(cache.folder) / name).read_bytes() for name in kept.files(cache.folder)}
+    assert len(written) == 2 and cache.restored == {}
+    closed(cache, code)
+    after, code, _ = a_run()
+    assert after.restored == {name: len(data) for name, data in written.items()}
+    assert {name: (Path(after.folder) / name).read_bytes() for name in after.restored} == written
+    closed(after, code)
+    assert list(temp.iterdir()) == []
+
+
+def test_the_archive_is_written_only_when_the_run_added_records(temp):
+    cache, code, driver = a_run()
+    driver.write(0, 1)
+    closed(cache, code)
+    archive = kept.cache.path(kept.KIND, kept.ARCHIVE)
+    stamp = archive.stat().st_ino, archive.stat().st_mtime_ns
+    again, code, _ = a_run()                    # compiled nothing new
+    closed(again, code)
+    assert (archive.stat().st_ino, archive.stat().st_mtime_ns) == stamp
+    more, code, driver = a_run()
+    driver.write(2)
+    name = driver.bin.relative_to(more.folder).as_posix()
+    grown = kept.files(more.folder)[name]
+    closed(more, code)
+    last, code, _ = a_run()
+    assert last.restored[name] == grown > again.restored[name]
+    closed(last, code)
+
+
+@needs_zstd
+def test_a_pipeline_the_driver_found_in_a_kept_cache_gets_the_record_an_earlier_run_wrote(temp):
+    cache, code, driver = a_run()
+    first = make(code, driver, [0, 1], "fp32")
+    closed(cache, code)
+    cache, code, driver = a_run()
+    again = make(code, driver, [], "fp32")            # the driver found it: no record written
+    assert again.earlier_run and again.note is None
+    assert (again.entry.index, again.entry.key, again.entry.code) == (1, first.entry.key, first.entry.code)
+    remade = make(code, driver, [], "fp32")                  # once read, kept for the process
+    assert remade.entry is again.entry and remade.earlier_run
+    evidence = code.evidence(again, STATS_FP32)
+    assert evidence["sass"]["cache_record"] == f"{first.entry.file} #1"
+    never = make(code, driver, [], "fp16")            # no run kept a record for it
+    assert never.entry is None and never.note == "the driver wrote no machine code for this pipeline to its cache"
+    closed(cache, code)
+
+
+@needs_zstd
+@needs_nvdisasm
+def test_the_evidence_of_an_earlier_runs_record_says_the_binary_was_cached(temp):
+    cache, code, driver = a_run()
+    make(code, driver, [0, 1], "fp32")
+    closed(cache, code)
+    cache, code, driver = a_run()
+    again = make(code, driver, [], "fp32")
+    sass = code.evidence(again, STATS_FP32)["sass"]
+    code.finish(again)
+    assert sass["cached"] == "binary" and sass["loop_mix"]["FFMA.FTZ"] == 512
+    closed(cache, code)
+
+
+@needs_zstd
+def test_an_earlier_runs_record_is_checked_as_a_new_one_is(temp):
+    cache, code, driver = a_run()
+    make(code, driver, [0, 1], "fp32")
+    make(code, driver, [3], "matrix", local=128)
+    closed(cache, code)
+    cache, code, driver = a_run()
+    fp32 = make(code, driver, [], "fp32")
+    file = fp32.entry.file
+    assert code.evidence(fp32, {"CS": {"Register Count": 32, "Binary Size": 10112}})["sass_note"] == (
+        f"record 1 of {file} (20 registers, 10112 bytes) is not this pipeline's code: "
+        "the driver's statistics say 32 registers, 10112 bytes")
+    matrix = make(code, driver, [], "matrix", local=128)
+    kept.remember(dc.fingerprint(b"other", 256, 2, 4, 0), code.driver, file, matrix.entry.key)
+    wrong = make(code, driver, [], "other", local=256)    # a map entry naming the 128-invocation matrix
+    assert wrong.entry is None and wrong.note == (f"record 2 of {file}, an earlier run's, is for a "
+                                                  "workgroup of 128x1x1, not this pipeline's 256")
+    kept.remember(dc.fingerprint(b"lost", 256, 2, 4, 0), code.driver, file, "00" * 16)
+    lost = make(code, driver, [], "lost")
+    assert lost.entry is None and lost.note == (f"the driver compiled nothing new, and record {'00' * 16} of "
+                                                f"{file}, an earlier run's, is not in its cache")
+    closed(cache, code)
+
+
+@needs_zstd
+def test_another_drivers_records_are_not_taken(temp):
+    cache, code, driver = a_run()
+    make(code, driver, [0, 1], "fp32")
+    closed(cache, code)
+    cache = dc.DriverCache(environ={})
+    other = dc.PipelineCode(cache, replace(H200, driver="590.44.01"), "NVIDIA 590.44.01")
+    found = make(other, FakeDriver(cache.folder), [], "fp32")
+    assert found.entry is None and not found.earlier_run
+    closed(cache, other)
+
+
+def test_a_damaged_or_hostile_archive_costs_only_compile_time(temp, capsys):
+    cache, code, driver = a_run()
+    driver.write(0, 1)
+    closed(cache, code)
+    archive = kept.cache.path(kept.KIND, kept.ARCHIVE)
+    archive.write_bytes(archive.read_bytes()[:-100])          # cut short
+    cache = dc.DriverCache(environ={})
+    assert cache.restored == {} and not archive.exists()
+    assert "dropped 1 damaged or outdated cache entry" in capsys.readouterr().err
+    cache.close()
+    import io
+    import tarfile
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:") as tar:
+        for name, data in (("../escaped.bin", b"x"), ("/abs.bin", b"y"), ("GLCache/a/b/c.bin", b"CDVN")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    kept.cache.store(kept.KIND, kept.ARCHIVE, buffer.getvalue())
+    cache = dc.DriverCache(environ={})
+    assert cache.restored == {"GLCache/a/b/c.bin": 4}
+    assert not (temp / "escaped.bin").exists() and not Path("/abs.bin").exists()
+    cache.close()
+
+
+def test_past_the_limit_only_the_files_this_run_wrote_are_kept(temp, monkeypatch):
+    monkeypatch.setattr(kept, "KEEP_AT_MOST", 20_000)
+    cache, code, driver = a_run()
+    old = Path(cache.folder) / "GLCache" / "an-older-driver" / "0" / "1.bin"
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b"CDVN" + bytes(14_996))
+    closed(cache, code)
+    cache, code, driver = a_run()
+    assert set(cache.restored) == {"GLCache/an-older-driver/0/1.bin"}
+    driver.write(0, 1)                          # 10450 bytes: with the old file, past 20000
+    closed(cache, code)
+    cache, code, _ = a_run()
+    assert sorted(cache.restored) == sorted(n for n in kept.files(cache.folder) if "older" not in n)
+    assert len(cache.restored) == 2 and sum(cache.restored.values()) == 10_450
+    closed(cache, code)
+
+
+def test_the_users_own_settings_neither_take_nor_leave_a_kept_cache(temp, monkeypatch):
+    cache, code, driver = a_run()
+    driver.write(0, 1)
+    closed(cache, code)
+    theirs = dc.DriverCache(environ={"__GL_SHADER_DISK_CACHE_PATH": "/home/u/.nvcache"})
+    assert theirs.folder is None and theirs.restored == {}
+    theirs.close()
+
+
 # -- the backend, for real on lavapipe -------------------------------------------------------
 
 def test_the_backend_points_the_drivers_cache_at_its_folder_until_it_closes(vulkan_backend):
@@ -473,6 +640,25 @@ def test_on_nvidia_each_compute_and_matrix_result_holds_the_work_its_catalog_cou
             assert matches, (test, r["params"]["variant"], how)
         if test.startswith("matrix."):
             assert sass["mma_instruction"].split(".")[0] in ("HMMA", "IMMA", "HGMMA", "IGMMA"), test
+    assert list(temp.iterdir()) == []
+
+
+@pytest.mark.gpu
+@needs_zstd
+@needs_nvdisasm
+def test_on_nvidia_a_second_run_finds_the_machine_code_the_first_kept(tmp_path):
+    env = {"PEAKBENCH_CACHE": str(tmp_path / "cache")}
+    tests = ("compute.fp32", "matrix.fp16.fp32")
+    first, _ = nvidia_run(tmp_path, *tests, env=env)
+    second, temp = nvidia_run(tmp_path, *tests, env=env)
+    assert [r["status"] for r in first + second] == ["ok"] * 4
+    for before, after in zip(first, second):
+        assert "sass_note" not in after["evidence"], after["evidence"]["sass_note"]
+        was, now = before["evidence"]["sass"], after["evidence"]["sass"]
+        assert "cached" not in was and now["cached"] == "binary"
+        assert (now["cache_record"], now["loop_mix"], now["registers"]) == (
+            was["cache_record"], was["loop_mix"], was["registers"])
+        assert check(after["test"], after["params"], now)[0], after["test"]
     assert list(temp.iterdir()) == []
 
 

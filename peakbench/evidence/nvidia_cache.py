@@ -129,14 +129,16 @@ def disassemble(code: bytes, arch: str = "SM90") -> tuple[str, str | None]:
     return done.stdout, None
 
 
-def decode_cache(folder, arch: str = "SM90", count: bool = True, since: dict[str, int] | None = None) -> CacheDecode:
+def decode_cache(folder, arch: str = "SM90", count: bool = True, since: dict[str, int] | None = None,
+                 only: str | None = None) -> CacheDecode:
     """Every record of every .bin under `folder`, with the instruction mixes of its GPU code
     (`count=False` skips nvdisasm). `since` (a `sizes`) keeps the records written after it: the
-    others are walked, not decompressed."""
+    others are walked, not decompressed. `only`: the one .bin of that relative path."""
     folder = Path(folder)
     if not folder.is_dir():
         return CacheDecode([], [f"{folder}: not a folder"])
-    bins = sorted(p for p in folder.rglob("*.bin") if p.is_file())
+    bins = sorted(p for p in folder.rglob("*.bin") if p.is_file()
+                  and (only is None or p.relative_to(folder).as_posix() == only))
     notes = [] if bins else [f"{folder}: no .bin file (was the driver's cache pointed here?)"]
     notes += [f"{p.relative_to(folder)}: no .bin beside it" for p in sorted(folder.rglob("*.toc"))
               if not p.with_suffix(".bin").is_file()]

@@ -8,15 +8,17 @@ instance anew (driver 580.159.04: set after the instance or the device, they are
 second backend in one process writes to its own folder; a folder that does not exist is not
 created). So DriverCache sets them before the instance is created, whichever driver
 it is: only NVIDIA's reads them. Settings of the user's own are left in force, and SASS evidence
-is then off; so the user's cache is never read or written. The folder is removed in close(), and
-again at exit in case anything wrote there after.
+is then off; so the user's cache is never read or written. The folder starts with what an
+earlier run kept (kept.py); close() keeps it again and removes it, and the exit handler removes
+it again in case anything wrote there after.
 
 Attribution: the driver appends a pipeline's records to its .bin before vkCreateComputePipelines
 returns, and writes none for a pipeline it already holds. So the records between the .bin's sizes
 before and after one creation are that pipeline's; a pipeline made again from the same SPIR-V,
-workgroup size and layout takes the record found the first time. Each match is checked: the
-record's workgroup size against the pipeline's, its register count and code size against the
-driver's pipeline executable statistics.
+workgroup size and layout takes the record found the first time; one an earlier run made takes
+the record kept.py says that run's creation wrote. Each match is checked: the record's workgroup
+size against the pipeline's, its register count and code size against the driver's pipeline
+executable statistics.
 
 Disassembly costs nvdisasm's start (~0.3 s), so it runs on worker threads while the pipeline is
 measured, and its listing is cached (peakbench/cache.py) for the next run: the `sass` dict of
@@ -41,6 +43,7 @@ from pathlib import Path
 from peakbench import cache
 from peakbench.evidence.listing import instruction_mix, opcodes
 from peakbench.evidence import nvidia_cache as ns
+from peakbench.vulkan import kept
 
 ENV = "__GL_SHADER_DISK_CACHE"
 PREFIX = "peakbench-nvcache-"
@@ -111,6 +114,7 @@ class DriverCache:
         self.environ = os.environ if environ is None else environ
         self.folder: str | None = None
         self.off: str | None = None
+        self.restored: dict[str, int] = {}      # the files an earlier run kept (kept.py)
         self._set: dict[str, str] = {}
         theirs = sorted(k for k in self.environ if k.startswith(ENV))
         if theirs and not self._inherited():
@@ -123,6 +127,7 @@ class DriverCache:
             self.off = f"SASS evidence is off: no folder for the driver's cache ({e})"
             return
         _made.add(self.folder)
+        self.restored = kept.restore(self.folder)
         self._set = {ENV: "1", f"{ENV}_PATH": self.folder, f"{ENV}_SKIP_CLEANUP": "1"}
         self._before = {key: self.environ.get(key) for key in self._set}
         self.environ.update(self._set)
@@ -143,6 +148,7 @@ class DriverCache:
                     self.environ[key] = self._before[key]
         self._set = {}
         if self.folder:
+            kept.keep(self.folder, self.restored)
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
@@ -153,6 +159,7 @@ class Code:
     entry: ns.Entry | None = None
     note: str | None = None
     sass: dict | None = None
+    earlier_run: bool = False       # the record was written when an earlier run made the pipeline
 
 
 def fingerprint(code: bytes, local_size: int, bindings: int, push_bytes: int, flags: int) -> bytes:
@@ -166,8 +173,10 @@ class PipelineCode:
     def __init__(self, cache: DriverCache | None, info, driver_label: str):
         self.cache, self.arch = cache, sass_arch(info.device_id)
         self.source = f"NVIDIA shader disk cache (driver {info.driver})"
+        self.driver = f"{info.vendor_id:04x}:{info.device_id:04x} {info.driver}"   # whose records kept.py maps
         self.note = self._unavailable(cache, info, driver_label)
-        self._known: dict[bytes, ns.Entry] = {}
+        self._known: dict[bytes, Code] = {}       # fingerprint -> its record, as first found
+        self._earlier: dict[str, dict[str, ns.Entry]] = {}  # a kept .bin's records by key, read once
         self._listings: dict[str, Future] = {}     # record key -> its disassembly
         self._pool: ThreadPoolExecutor | None = None
 
@@ -199,8 +208,13 @@ class PipelineCode:
         warning = found.notes[0] if found.notes else None
         if not nvvm:
             if same in self._known:
-                return Code(self._known[same], warning)
-            return Code(note=warning or "the driver wrote no machine code for this pipeline to its cache")
+                first = self._known[same]
+                return Code(first.entry, warning, earlier_run=first.earlier_run)
+            earlier = self._from_earlier_run(same, local_size)
+            if isinstance(earlier, ns.Entry):
+                self._known[same] = Code(earlier, earlier_run=True)
+                return Code(earlier, warning, earlier_run=True)
+            return Code(note=warning or earlier or "the driver wrote no machine code for this pipeline to its cache")
         if len(nvvm) > 1:
             return Code(note=f"{len(nvvm)} machine-code records appeared while one pipeline was made: "
                              f"records {', '.join(str(e.index) for e in nvvm)} of {nvvm[0].file}")
@@ -210,8 +224,27 @@ class PipelineCode:
         if entry.workgroup and entry.workgroup != (local_size, 1, 1):
             return Code(note=f"record {entry.index} of {entry.file} is for a workgroup of "
                              f"{'x'.join(map(str, entry.workgroup))}, not this pipeline's {local_size}")
-        self._known[same] = entry
+        self._known[same] = Code(entry)
+        kept.remember(same, self.driver, entry.file, entry.key)
         return Code(entry, warning)
+
+    def _from_earlier_run(self, same: bytes, local_size: int) -> ns.Entry | str | None:
+        """The record an earlier run's creation wrote for this fingerprint, found in the folder
+        kept.py restored; or why it cannot be used; None where no run kept one."""
+        found = kept.recall(same, self.driver)
+        if found is None or found[0] not in self.cache.restored:
+            return None
+        file, key = found
+        if file not in self._earlier:
+            decoded = ns.decode_cache(self.cache.folder, count=False, only=file)
+            self._earlier[file] = {e.key: e for e in decoded.entries if e.kind == "nvvm" and e.code}
+        entry = self._earlier[file].get(key)
+        if entry is None:
+            return f"the driver compiled nothing new, and record {key} of {file}, an earlier run's, is not in its cache"
+        if entry.workgroup and entry.workgroup != (local_size, 1, 1):
+            return (f"record {entry.index} of {entry.file}, an earlier run's, is for a workgroup of "
+                    f"{'x'.join(map(str, entry.workgroup))}, not this pipeline's {local_size}")
+        return entry
 
     def evidence(self, code: Code, statistics: dict) -> dict:
         """{"sass": ...} (its mixes filled by finish()), and "sass_note" where there is something
@@ -246,7 +279,9 @@ class PipelineCode:
         if why:
             code.sass["note"] = why
             return ""
-        if cached:
+        if code.earlier_run:
+            code.sass["cached"] = "binary"
+        elif cached:
             code.sass["cached"] = "listing"
         if not code.sass["instruction_mix"]:
             loop = ns.loop_body(listing)
