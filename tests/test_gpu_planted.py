@@ -80,8 +80,8 @@ def test_an_l2_and_int64_rate_three_times_too_high_fail_their_bounds(tmp_path, m
 
 def test_host_counts_of_loads_gemm_ops_and_transfer_bytes_off_by_two_fail(tmp_path, monkeypatch, backends):
     """The families the first plant leaves out: a latency's count of loads (the cycle counter
-    disagrees), a GEMM's ops (its ceiling), a transfer's bytes (the link's bound; Vulkan's bidir, one queue,
-    reads under half of it, so a direction's copy)."""
+    disagrees), a GEMM's ops (its ceiling), a transfer's bytes (the link's bound: one direction's copy,
+    which reads over half of it on both APIs)."""
     from peakbench.catalog import gemm, transfer
     from peakbench.workloads import chase, onchip
     for cls in (gemm.GemmTest, transfer.TransferTest):

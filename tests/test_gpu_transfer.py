@@ -63,6 +63,18 @@ def test_cuda_bidir_runs_both_directions_at_once(runs):
     assert cuda["transfer.bidir"]["value"] > 1.3 * one_way, (cuda["transfer.bidir"]["value"], one_way)
 
 
+def test_vulkan_bidir_copies_each_way_on_a_queue_of_its_own_at_once(runs):
+    """NVIDIA's driver has a transfer-only family of two queues: both directions run at once, the
+    faster given more pieces, where on one queue they ran one after the other (bidir = one way)."""
+    _, by_backend = runs
+    vulkan = by_backend["vulkan"]
+    bidir = vulkan["transfer.bidir"]
+    pinned = bidir["params"]["variants"]["pinned"]["median"]
+    one_way = max(vulkan[n]["params"]["variants"]["pinned"]["median"] for n in ("transfer.h2d", "transfer.d2h"))
+    assert "a queue each" in bidir["params"]["queue"], bidir["params"]["queue"]
+    assert pinned > 1.1 * one_way, (pinned, one_way)
+
+
 def test_the_sweep_rises_to_its_largest_transfer(runs):
     _, by_backend = runs
     series = by_backend["cuda"]["transfer.h2d"]["series"]

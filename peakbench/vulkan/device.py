@@ -17,6 +17,7 @@ from peakbench.backend import DeviceInfo, error_text
 from peakbench.runtime import host_bytes
 from peakbench.telemetry import ClockReader
 from peakbench.vulkan.driver_cache import Code, DriverCache, PipelineCode, dump_name, fingerprint
+from peakbench.vulkan.queues import COPY_QUEUES, CopyQueues, transfer_family
 from peakbench.vulkan.probe import (EXT_ATOMIC_FLOAT, EXT_BFLOAT16, EXT_COOPMAT, EXT_COOPMAT2, EXT_EXECUTABLE_PROPERTIES,
                                        EXT_FLOAT8, EXT_SHADER_CLOCK, EXT_SM_BUILTINS, STYPE_BFLOAT16_FEATURES, STYPE_COOPMAT2_FEATURES,
                                        STYPE_FLOAT8_FEATURES, Capabilities, _chain, _new, _raw, _string)
@@ -84,6 +85,10 @@ class VulkanDevice:
         self.family = (timed or compute)[0]
         bits = families[self.family].timestampValidBits
         self.timestamp_mask = (1 << bits) - 1 if bits else 0
+        # the copy engines' own family, where it has a queue a direction (queues.py)
+        copies = transfer_family(families)
+        self.copy_family = copies if copies is not None and families[copies].queueCount >= COPY_QUEUES else None
+        self.copy_queues: CopyQueues | None = None
         self.memory_props = vk.vkGetPhysicalDeviceMemoryProperties(physical)
         self._buffers: list[Buffer] = []
         self._staging: Buffer | None = None        # uploads and downloads go through it
@@ -96,6 +101,10 @@ class VulkanDevice:
         self.launch_split = None       # where submit_times's time went (RawLaunch)
         self._create_device()
         try:
+            if self.copy_family is not None:
+                bits = families[self.copy_family].timestampValidBits
+                self.copy_queues = CopyQueues(self.device, self.copy_family, COPY_QUEUES, (1 << bits) - 1,
+                                              caps.timestamp_period_ns)
             self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
             self.command_pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(
                 flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, queueFamilyIndex=self.family), None)
@@ -166,10 +175,13 @@ class VulkanDevice:
         _chain(*chain)
         # The priority array is held here: one the wrapper makes from a list inside a nested
         # structure can be freed before vkCreateDevice reads it (the validation layer saw garbage).
-        priorities = ffi.new("float[1]", [1.0])
-        queue = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.family, queueCount=1, pQueuePriorities=priorities)
-        info = vk.VkDeviceCreateInfo(pNext=f2, pQueueCreateInfos=[queue], ppEnabledExtensionNames=extensions)
-        self._keep += [*chain, priorities, queue]
+        priorities = ffi.new(f"float[{COPY_QUEUES}]", [1.0] * COPY_QUEUES)
+        queues = [vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.family, queueCount=1, pQueuePriorities=priorities)]
+        if self.copy_family is not None:
+            queues.append(vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.copy_family, queueCount=COPY_QUEUES,
+                                                     pQueuePriorities=priorities))
+        info = vk.VkDeviceCreateInfo(pNext=f2, pQueueCreateInfos=queues, ppEnabledExtensionNames=extensions)
+        self._keep += [*chain, priorities, *queues]
         try:
             self.device = vk.vkCreateDevice(self.physical, info, None)
         except vk.VkError as e:
@@ -182,14 +194,22 @@ class VulkanDevice:
                 return i
         return None
 
-    def buffer(self, size: int, host_visible: bool = False) -> Buffer:
+    def sharing(self, copied: bool) -> dict:
+        """A buffer's sharing: with the copy queues too where it is `copied` there, else the compute
+        queue's alone."""
+        if copied and self.copy_queues is not None:
+            return {"sharingMode": vk.VK_SHARING_MODE_CONCURRENT, "queueFamilyIndexCount": 2,
+                    "pQueueFamilyIndices": [self.family, self.copy_family]}
+        return {"sharingMode": vk.VK_SHARING_MODE_EXCLUSIVE}
+
+    def buffer(self, size: int, host_visible: bool = False, copied: bool = False) -> Buffer:
+        """`copied`: also used on the copy queues (transfer.bidir's device buffers)."""
         usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
                  | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
         addressed = self.caps.has("bufferDeviceAddress") and not host_visible
         if addressed:
             usage |= SHADER_DEVICE_ADDRESS_BIT
-        handle = vk.vkCreateBuffer(self.device, vk.VkBufferCreateInfo(
-            size=size, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
+        handle = vk.vkCreateBuffer(self.device, vk.VkBufferCreateInfo(size=size, usage=usage, **self.sharing(copied)), None)
         req = vk.vkGetBufferMemoryRequirements(self.device, handle)
         flags = (vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
                  if host_visible else vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
@@ -558,6 +578,8 @@ class VulkanDevice:
             self.free(b)
         if self.query_pool is not None:
             vk.vkDestroyQueryPool(self.device, self.query_pool, None)
+        if self.copy_queues is not None:
+            self.copy_queues.close()
         if self.fence is not None:
             vk.vkDestroyFence(self.device, self.fence, None)
         if self.command_pool is not None:

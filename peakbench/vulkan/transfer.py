@@ -1,5 +1,8 @@
 """Host transfers on Vulkan: vkCmdCopyBuffer between host-visible and device-local buffers,
-timed with timestamp queries (the workload is peakbench/workloads/transfer.py).
+timed with timestamp queries (the workload is peakbench/workloads/transfer.py). One direction
+copies on the compute queue; both at once (transfer.bidir), where the device has a transfer-only
+queue family of two queues, copy each on a queue of their own (queues.py), the faster direction
+given more pieces (copy_each); elsewhere both go in one command buffer on the compute queue.
 
 `pinned` host memory is a buffer the driver allocated host-visible and coherent, mapped for the
 test's life: the copy reads or writes it directly. `pageable` is ordinary numpy memory: each copy
@@ -16,10 +19,10 @@ import vulkan as vk
 
 from peakbench.vulkan.kernels import STREAM
 from peakbench.vulkan.device import Buffer
+from peakbench.vulkan.queues import transfer_family
 from peakbench.workloads.transfer import HostBuffer, MappedReadWorkload, RuntimeBuffers, TransferWorkload, value_bytes
 
 ffi = vk.ffi
-QUEUE_TYPES = vk.VK_QUEUE_GRAPHICS_BIT | vk.VK_QUEUE_COMPUTE_BIT
 HOST = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
 LOCAL = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
 USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
@@ -40,16 +43,9 @@ def host_memory_type(props, bits: int) -> int | None:
     return (system or [i for i, _ in host] or [None])[0]
 
 
-def transfer_family(physical) -> int | None:
-    """The first queue family that copies and does nothing else (the copy engines), or None."""
-    for i, f in enumerate(vk.vkGetPhysicalDeviceQueueFamilyProperties(physical)):
-        if f.queueFlags & vk.VK_QUEUE_TRANSFER_BIT and not f.queueFlags & QUEUE_TYPES:
-            return i
-    return None
-
-
 class VulkanLink(RuntimeBuffers):
-    """The link verbs on the runtime's device and its one queue."""
+    """The link verbs on the runtime's device: its compute queue, and its copy queues where it
+    opened them (then copy_each, which the workload balances both directions with)."""
 
     stream = STREAM
 
@@ -57,13 +53,17 @@ class VulkanLink(RuntimeBuffers):
         self.rt, self.dev = rt, rt.dev
         self.value_bytes = value_bytes(rt.info)
         self.issued = 0                     # bytes of the regions handed to vkCmdCopyBuffer (workloads/transfer.py)
+        if self.dev.copy_queues is not None:
+            self.copy_each = self._copy_each
+
+    def device(self, nbytes: int) -> Buffer:
+        return self.dev.buffer(nbytes, copied=True)
 
     # Memory -----------------------------------------------------------------------------------
     def _mapped(self, nbytes: int, kind: str) -> HostBuffer:
         """A buffer in host memory (host_memory_type), mapped for its life."""
         d = self.dev.device
-        handle = vk.vkCreateBuffer(d, vk.VkBufferCreateInfo(size=nbytes, usage=USAGE,
-                                                            sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
+        handle = vk.vkCreateBuffer(d, vk.VkBufferCreateInfo(size=nbytes, usage=USAGE, **self.dev.sharing(True)), None)
         memory = None
         try:
             req = vk.vkGetBufferMemoryRequirements(d, handle)
@@ -108,24 +108,36 @@ class VulkanLink(RuntimeBuffers):
 
     # Copies -----------------------------------------------------------------------------------
     def _record(self, jobs, nbytes: int, at: list[int], timed: bool):
-        """Every job's copies in one command buffer, with no barrier between them: the queue may
-        run them at once (one queue: both directions of bidir share it); a copy at each offset of `at`."""
+        """Every job's copies in one command buffer, with no barrier between them (both directions
+        of bidir on the one queue: they ran one after the other); a copy at each offset of `at`."""
         dev = self.dev
-        regions = {o: [vk.VkBufferCopy(o, o, nbytes)] for o in set(at)}
 
         def record(cmd):
             if timed:
                 vk.vkCmdResetQueryPool(cmd, dev.query_pool, 0, 2)
                 vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, dev.query_pool, 0)
+            self._copies(jobs, nbytes, at)(cmd)
+            if timed:
+                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev.query_pool, 1)
+        return record
+
+    def _copies(self, jobs, nbytes: int, at: list[int]):
+        """A recorder of the jobs' copies of `nbytes`, one at each offset of `at`, in turn."""
+        regions = {o: [vk.VkBufferCopy(o, o, nbytes)] for o in set(at)}
+
+        def record(cmd):
             for o in at:
                 for direction, host, device in jobs:
                     src = (host.extra.get("staging") or host).handle
                     pair = (src.handle, device.handle) if direction == "h2d" else (device.handle, src.handle)
                     vk.vkCmdCopyBuffer(cmd, *pair, 1, regions[o])
                     self.issued += regions[o][0].size
-            if timed:
-                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev.query_pool, 1)
         return record
+
+    def _copy_each(self, jobs, nbytes: int, ats: list[list[int]]) -> tuple[float, list[float]]:
+        """Job i's copies at the offsets ats[i] on copy queue i, all submitted at once: the seconds
+        from the first start to the last end, and each queue's until its own end."""
+        return self.dev.copy_queues.run([self._copies([job], nbytes, at) for job, at in zip(jobs, ats)])
 
     def copy(self, jobs, nbytes: int, at: list[int]) -> float:
         dev = self.dev
@@ -160,10 +172,14 @@ class VulkanLink(RuntimeBuffers):
 
     def describe(self, kind: str) -> dict:
         dev = self.dev
-        found = transfer_family(dev.physical)
-        queue = f"queue family {dev.family} (compute), the device's one queue"
-        if found is not None and found != dev.family:
-            queue += f"; transfer-only family {found} not opened"
+        if dev.copy_queues is not None:
+            queue = (f"queue family {dev.family} (compute) for one direction; both directions (pinned): "
+                     f"transfer-only family {dev.copy_family}, a queue each")
+        else:
+            queue = f"queue family {dev.family} (compute), the device's one queue for copies"
+            found = transfer_family(vk.vkGetPhysicalDeviceQueueFamilyProperties(dev.physical))
+            if found is not None and found != dev.family:
+                queue += f"; transfer-only family {found} has fewer than two queues"
         index = host_memory_type(dev.memory_props, ~0)
         where = f"memory type {index}, {'device-local' if dev.memory_props.memoryTypes[index].propertyFlags & LOCAL else 'not device-local'}"
         host = {"pinned": f"driver-allocated host-visible coherent memory ({where}), mapped; copied directly",
