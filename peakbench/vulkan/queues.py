@@ -1,7 +1,7 @@
 """The copy engines' queues: a device's transfer-only queue family (one that copies and does
 nothing else), opened beside the compute queue, so that transfer.bidir can copy each way on a
 queue of its own. Copies of both directions in one command buffer on the compute queue ran one
-after the other on an H100 (41 GB/s both ways where h2d alone read 34 and d2h 52); on two queues of
+after the other on an H100 (board acbf12ca: 41 GB/s both ways where h2d alone read 34 and d2h 52); on two queues of
 the transfer family, the faster direction given more copies, they ran at once: 58 GB/s
 (PERFORMANCE_ANALYSIS.md, "Start-up, sixth round").
 
