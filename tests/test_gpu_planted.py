@@ -145,20 +145,46 @@ def test_copies_lost_after_the_first_fail(tmp_path, monkeypatch, backends):
     assert_failed_by(r, ("measured", "bound"))
 
 
-def test_pieces_of_a_balanced_copy_lost_after_the_first_fail(tmp_path, monkeypatch, backends):
-    """CUDA's both-ways copies go in pieces through copy_each (its one-way copies too): each
-    stream's pieces after its first lost, the time of all of them claimed."""
-    if "cuda" not in backends.split(","):
-        pytest.skip("CUDA's balanced copies")
-    from peakbench.cuda.transfer import CudaLink
+def balanced_copies(backend: str):
+    """The link class whose copy_each a backend's both-ways copies go through, and its name there."""
+    if backend == "cuda":
+        from peakbench.cuda.transfer import CudaLink
+        return CudaLink, "copy_each"
+    from peakbench.vulkan.transfer import VulkanLink      # bound as copy_each where copy queues exist
+    return VulkanLink, "_copy_each"
 
-    def first_only(self, jobs, nbytes, ats, real=CudaLink.copy_each):
+
+@pytest.mark.parametrize("backend", ["cuda", "vulkan"])
+def test_pieces_of_a_balanced_copy_lost_after_the_first_fail(tmp_path, monkeypatch, backends, backend):
+    """Both-ways copies go in pieces through copy_each (CUDA's streams, Vulkan's copy queues):
+    each stream's or queue's pieces after its first lost, the time of all of them claimed."""
+    if backend not in backends.split(","):
+        pytest.skip(f"{backend}'s balanced copies")
+    cls, name = balanced_copies(backend)
+
+    def first_only(self, jobs, nbytes, ats, real=getattr(cls, name)):
         seconds, each = real(self, jobs, nbytes, [at[:1] for at in ats])
         most = max(len(at) for at in ats)
         time.sleep(seconds * (most - 1))
         return seconds * most, [e * len(at) for e, at in zip(each, ats)]
-    monkeypatch.setattr(CudaLink, "copy_each", first_only)
-    r = planted_run(tmp_path, monkeypatch, "cuda", "pieces-lost", "transfer.bidir")
+    monkeypatch.setattr(cls, name, first_only)
+    r = planted_run(tmp_path, monkeypatch, backend, f"pieces-lost-{backend}", "transfer.bidir")
+    bidir = r[(backend, "transfer.bidir")]
+    assert "balanced" in bidir["params"], f"{backend}: bidir was not balanced ({bidir['params'].get('queue')})"
+    assert_failed_by(r, ("measured", "bound"))
+
+
+@pytest.mark.parametrize("backend", ["cuda", "vulkan"])
+def test_balanced_copies_counting_twice_their_bytes_fail(tmp_path, monkeypatch, backends, backend):
+    """transfer.bidir's bytes doubled in the host's count (items), its copies as they were: the
+    bytes the copy calls were handed disagree, or the link's bound is passed."""
+    if backend not in backends.split(","):
+        pytest.skip(f"{backend}'s balanced copies")
+    from peakbench.workloads.transfer import TransferWorkload
+    items = TransferWorkload.items
+    monkeypatch.setattr(TransferWorkload, "items", lambda self, size, nbytes=None: 2 * items(self, size, nbytes))
+    r = planted_run(tmp_path, monkeypatch, backend, f"bidir-bytes-x2-{backend}", "transfer.bidir")
+    assert "balanced" in r[(backend, "transfer.bidir")]["params"]
     assert_failed_by(r, ("measured", "bound"))
 
 

@@ -17,7 +17,7 @@ from peakbench.backend import DeviceInfo, error_text
 from peakbench.runtime import host_bytes
 from peakbench.telemetry import ClockReader
 from peakbench.vulkan.driver_cache import Code, DriverCache, PipelineCode, dump_name, fingerprint
-from peakbench.vulkan.queues import COPY_QUEUES, CopyQueues, transfer_family
+from peakbench.vulkan.queues import COPY_QUEUES, CopyQueues, transfer_family, writes_made_visible
 from peakbench.vulkan.probe import (EXT_ATOMIC_FLOAT, EXT_BFLOAT16, EXT_COOPMAT, EXT_COOPMAT2, EXT_EXECUTABLE_PROPERTIES,
                                        EXT_FLOAT8, EXT_SHADER_CLOCK, EXT_SM_BUILTINS, STYPE_BFLOAT16_FEATURES, STYPE_COOPMAT2_FEATURES,
                                        STYPE_FLOAT8_FEATURES, Capabilities, _chain, _new, _raw, _string)
@@ -444,14 +444,7 @@ class VulkanDevice:
         vk.vkBeginCommandBuffer(self.cmd, vk.VkCommandBufferBeginInfo(
             flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
         record(self.cmd)
-        # Make every write of this submission available to the next one and to the host: a
-        # fence wait orders execution but does not make device writes visible by itself.
-        vk.vkCmdPipelineBarrier(self.cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-                                vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT, 0,
-                                1, [vk.VkMemoryBarrier(srcAccessMask=vk.VK_ACCESS_MEMORY_WRITE_BIT,
-                                                       dstAccessMask=vk.VK_ACCESS_MEMORY_READ_BIT
-                                                       | vk.VK_ACCESS_MEMORY_WRITE_BIT | vk.VK_ACCESS_HOST_READ_BIT)],
-                                0, None, 0, None)
+        writes_made_visible(self.cmd)
         vk.vkEndCommandBuffer(self.cmd)
         self._run(self.cmd)
 

@@ -38,6 +38,18 @@ def transfer_family(families) -> int | None:
     return None
 
 
+def writes_made_visible(cmd) -> None:
+    """Record a barrier that makes every write before it available to later submissions, on any
+    queue, and to the host: a fence wait orders execution but does not make device writes visible
+    by itself."""
+    vk.vkCmdPipelineBarrier(cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                            vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT, 0,
+                            1, [vk.VkMemoryBarrier(srcAccessMask=vk.VK_ACCESS_MEMORY_WRITE_BIT,
+                                                   dstAccessMask=vk.VK_ACCESS_MEMORY_READ_BIT
+                                                   | vk.VK_ACCESS_MEMORY_WRITE_BIT | vk.VK_ACCESS_HOST_READ_BIT)],
+                            0, None, 0, None)
+
+
 def span(ticks: list[tuple[int, int]], mask: int, period_ns: float, wall_s: float) -> tuple[float, list[float]]:
     """(seconds from the earliest start to the latest end, each queue's seconds from that start to
     its own end) of queues' (start, end) timestamps; CopyTimingError where the span is shorter
@@ -129,13 +141,7 @@ class CopyQueues:
         vk.vkCmdWriteTimestamp(q.cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, q.queries, 0)
         record(q.cmd)
         vk.vkCmdWriteTimestamp(q.cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, q.queries, 1)
-        # the copies' writes made available to the host and to later submissions on any queue
-        vk.vkCmdPipelineBarrier(q.cmd, vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
-                                vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT, 0,
-                                1, [vk.VkMemoryBarrier(srcAccessMask=vk.VK_ACCESS_TRANSFER_WRITE_BIT,
-                                                       dstAccessMask=vk.VK_ACCESS_MEMORY_READ_BIT
-                                                       | vk.VK_ACCESS_MEMORY_WRITE_BIT | vk.VK_ACCESS_HOST_READ_BIT)],
-                                0, None, 0, None)
+        writes_made_visible(q.cmd)
         vk.vkEndCommandBuffer(q.cmd)
 
     def close(self) -> None:
