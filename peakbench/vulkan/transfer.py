@@ -178,7 +178,7 @@ class VulkanLink(RuntimeBuffers):
         else:
             queue = f"queue family {dev.family} (compute), the device's one queue for copies"
             found = transfer_family(vk.vkGetPhysicalDeviceQueueFamilyProperties(dev.physical))
-            if found is not None and found != dev.family:
+            if found is not None:
                 queue += f"; transfer-only family {found} has fewer than two queues"
         index = host_memory_type(dev.memory_props, ~0)
         where = f"memory type {index}, {'device-local' if dev.memory_props.memoryTypes[index].propertyFlags & LOCAL else 'not device-local'}"
