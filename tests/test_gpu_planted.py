@@ -145,12 +145,26 @@ def test_copies_lost_after_the_first_fail(tmp_path, monkeypatch, backends):
     assert_failed_by(r, ("measured", "bound"))
 
 
-def balanced_copies(backend: str):
-    """The link class whose copy_each a backend's both-ways copies go through, and its name there."""
+def balanced_copies(backend: str, backends: str):
+    """The link class whose copy_each a backend's both-ways copies go through, and its name there;
+    skipped where the backend is not measured or (Vulkan) device 0 has no copy queues to balance on."""
+    if backend not in backends.split(","):
+        pytest.skip(f"{backend}'s balanced copies")
     if backend == "cuda":
         from peakbench.cuda.transfer import CudaLink
         return CudaLink, "copy_each"
+    import vulkan as vk
+    from peakbench import vulkan as vulkan_backend
+    from peakbench.vulkan.queues import COPY_QUEUES, transfer_family
     from peakbench.vulkan.transfer import VulkanLink      # bound as copy_each where copy queues exist
+    opened = vulkan_backend.create()
+    try:
+        families = vk.vkGetPhysicalDeviceQueueFamilyProperties(opened._physical[0])
+    finally:
+        opened.close()
+    found = transfer_family(families)
+    if found is None or families[found].queueCount < COPY_QUEUES:
+        pytest.skip(f"no transfer-only family of {COPY_QUEUES} queues: Vulkan's bidir is not balanced here")
     return VulkanLink, "_copy_each"
 
 
@@ -158,9 +172,7 @@ def balanced_copies(backend: str):
 def test_pieces_of_a_balanced_copy_lost_after_the_first_fail(tmp_path, monkeypatch, backends, backend):
     """Both-ways copies go in pieces through copy_each (CUDA's streams, Vulkan's copy queues):
     each stream's or queue's pieces after its first lost, the time of all of them claimed."""
-    if backend not in backends.split(","):
-        pytest.skip(f"{backend}'s balanced copies")
-    cls, name = balanced_copies(backend)
+    cls, name = balanced_copies(backend, backends)
 
     def first_only(self, jobs, nbytes, ats, real=getattr(cls, name)):
         seconds, each = real(self, jobs, nbytes, [at[:1] for at in ats])
@@ -178,8 +190,7 @@ def test_pieces_of_a_balanced_copy_lost_after_the_first_fail(tmp_path, monkeypat
 def test_balanced_copies_counting_twice_their_bytes_fail(tmp_path, monkeypatch, backends, backend):
     """transfer.bidir's bytes doubled in the host's count (items), its copies as they were: the
     bytes the copy calls were handed disagree, or the link's bound is passed."""
-    if backend not in backends.split(","):
-        pytest.skip(f"{backend}'s balanced copies")
+    balanced_copies(backend, backends)
     from peakbench.workloads.transfer import TransferWorkload
     items = TransferWorkload.items
     monkeypatch.setattr(TransferWorkload, "items", lambda self, size, nbytes=None: 2 * items(self, size, nbytes))
