@@ -237,7 +237,8 @@ def test_bidir_is_timed_from_one_start_to_each_streams_end_event(fake):
         assert cp.log[-6] == ("record", first_end, rt.stream.ptr) and cp.log[-4] == ("record", second_end, second)
         assert cp.log[-3] == ("wait", rt.stream.ptr, second_end)     # the first waits for the second's end
         assert cp.log[-2] == ("record", cp.log[-1][1], rt.stream.ptr) and cp.log[-2][1] not in (start, first_end)
-        assert w.params["balanced"] == {"h2d": {"pieces": pieces, "ms": 2.0}, "d2h": {"pieces": pieces, "ms": 2.0}}
+        rate = round(pieces * w.piece() / 2e-3 / 1e9, 2)      # each direction's GB/s while the other ran
+        assert w.params["balanced"] == {d: {"pieces": pieces, "ms": 2.0, "gb_s": rate} for d in ("h2d", "d2h")}
     finally:
         w.close()
 

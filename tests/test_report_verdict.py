@@ -162,6 +162,30 @@ def test_the_word_comes_from_the_samples(other, want):
     assert verdict.word(first, {**copy.deepcopy(first), **other}) == want
 
 
+def test_copies_both_moved_by_their_apis_own_command_are_the_drivers():
+    # an H100's bidirectional copies (board 7184e42e, 2026-12-06): Vulkan's two transfer queues
+    # against CUDA's two streams, each direction's rate while the other ran
+    def bidir(value, engine, h2d, d2h, **params):
+        return ok("transfer.bidir", value, "GB/s", pct_of_spec=value / 1.28, spec_value=128.0, params={
+            "variant": "pinned", "engine": engine, **params,
+            "balanced": {"h2d": {"pieces": 8, "ms": 9.0, "gb_s": h2d}, "d2h": {"pieces": 12, "ms": 9.1, "gb_s": d2h}}})
+    vulkan = bidir(64.7, "vkCmdCopyBuffer", 21.3, 47.1, queue="transfer-only family 1, a queue each")
+    cuda = bidir(99.7, "cudaMemcpyAsync (copy engines)", 48.1, 50.8, streams="one per direction")
+    runs = runs_of(vulkan, cuda)
+    verdict.refine(runs)
+    slow = runs[0]["results"][0]["limit"]
+    assert slow["by"] == "driver", slow
+    assert slow["why"] == ("vulkan's copies are its driver's own (vkCmdCopyBuffer), where cuda's (cudaMemcpyAsync (copy"
+                           " engines)) read 99.7 GB/s (0.65x): peakbench only issues them; both ways at once its h2d"
+                           " and d2h copies ran at 21.3 and 47.1 GB/s, cuda's at 48.1 and 50.8")
+    assert slow["evidence"]["queue"] == "transfer-only family 1, a queue each"
+    # a read of host memory by a kernel of ours is no copy of the driver's: its loop decides
+    mapped = ok("transfer.h2d", 51.2, "GB/s", params={"variant": "mapped", "engine": "the stream read kernel"})
+    runs = runs_of(mapped, ok("transfer.h2d", 55.4, "GB/s", params={"variant": "pinned", "engine": "cudaMemcpyAsync"}))
+    verdict.refine(runs)
+    assert runs[0]["results"][0]["limit"]["by"] == "kernel"
+
+
 def test_for_times_lower_is_faster():
     first = ok("latency.l1", 16.0, "ns", stats={"min": 15.9, "max": 16.1})
     assert verdict.word(first, ok("latency.l1", 12.0, "ns", stats={"min": 11.9, "max": 12.1})) == "faster"

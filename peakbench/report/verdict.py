@@ -11,7 +11,8 @@ A limit is {"by": one of BY, "why": one sentence, "evidence": {...}}:
   thermal   ... under a thermal throttle
   api       another backend on this GPU does the same work with less: what this API can express
             costs the difference (a shared chase that must load indices, not addresses)
-  driver    another backend on this GPU runs a faster loop: the machine code differs
+  driver    another backend on this GPU runs a faster loop: the machine code differs; or copies
+            faster, where both move their bytes with their API's own copy command
   kernel    another backend on this GPU does better with the same code, or none to tell: our path
   link      a host or GPU link below its maximum generation or width
   host      host-side time: submission, pageable memory
@@ -197,6 +198,30 @@ def signature(code: dict[str, int]) -> set[str]:
     return set(work) | {f for f, n in code.items() if f in BOOKKEEPING and top >= LONG_LOOP and n >= PACE * top}
 
 
+# Variants whose bytes the API's own copy command moves (workloads/transfer.py, p2p.py), where a
+# mapped read or a copy kernel is peakbench's code; pageable copies are the host's (limit).
+COPY_VARIANTS = ("pinned", "ce", "ce_bidir")
+
+
+def copied_by(r: dict) -> str | None:
+    """The API's copy command that moved a result's bytes, as its params name it, or None."""
+    params = r.get("params") or {}
+    if params.get("variant") not in COPY_VARIANTS or not params.get("engine"):
+        return None
+    return str(params["engine"])
+
+
+def _ways(r: dict, best: dict, best_backend: str) -> str:
+    """Each direction's rate while the other ran, where both balanced their copies."""
+    mine, theirs = ((x.get("params") or {}).get("balanced") or {} for x in (r, best))
+    shared = [d for d in mine if d in theirs and _num(mine[d].get("gb_s")) and _num(theirs[d].get("gb_s"))]
+    if len(shared) < 2:
+        return ""
+    rates = lambda entries: " and ".join(str(entries[d]["gb_s"]) for d in shared)
+    return (f"; both ways at once its {' and '.join(shared)} copies ran at {rates(mine)} GB/s,"
+            f" {best_backend}'s at {rates(theirs)}")
+
+
 def _shown(code: dict[str, int]) -> str:
     return " + ".join(f"{n} {op}" for op, n in code.items()) or "no machine code in the evidence"
 
@@ -261,6 +286,14 @@ def _refine_test(entries: list[tuple[str, dict]]) -> None:
                                          f" ({_shown(mine)}), where {best_backend}'s loads the address itself: its"
                                          f" API addresses shared memory by element only ({ratio:.2f}x of its"
                                          f" {best['value']} {best['unit']})", {**evidence, "hop": hop})
+            continue
+        copy, their_copy = copied_by(r), copied_by(best)
+        if copy and their_copy and not mine and not theirs:
+            r["limit"] = _verdict("driver", f"{backend}'s copies are its driver's own ({copy}), where {best_backend}'s"
+                                            f" ({their_copy}) read {best['value']} {best['unit']} ({ratio:.2f}x):"
+                                            f" peakbench only issues them{_ways(r, best, best_backend)}",
+                                  {**evidence, "copy": copy, "other_copy": their_copy,
+                                   "queue": (r.get("params") or {}).get("queue")})
             continue
         if mine and theirs and signature(mine) != signature(theirs):
             r["limit"] = _verdict("driver", f"{backend}'s loop runs {_shown(mine)} where {best_backend}'s runs"

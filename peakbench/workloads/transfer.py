@@ -298,7 +298,8 @@ class TransferWorkload(Workload):
         if all(e > 0 for e in ends):
             self.pace = [c / e for c, e in zip(counts, ends)]
         self.moved, self.timed_counts = [c * piece for c in counts], counts
-        self.params["balanced"] = {lane.direction: {"pieces": c, "ms": round(e * 1e3, 3)}
+        self.params["balanced"] = {lane.direction: {"pieces": c, "ms": round(e * 1e3, 3),
+                                                    "gb_s": round(c * piece / e / 1e9, 2) if e > 0 else None}
                                    for lane, c, e in zip(self.lanes, counts, ends)}
         return seconds
 
