@@ -217,7 +217,8 @@ def _ways(r: dict, best: dict, best_backend: str) -> str:
     shared = [d for d in mine if d in theirs and _num(mine[d].get("gb_s")) and _num(theirs[d].get("gb_s"))]
     if len(shared) < 2:
         return ""
-    rates = lambda entries: " and ".join(str(entries[d]["gb_s"]) for d in shared)
+    def rates(balanced: dict) -> str:
+        return " and ".join(str(balanced[d]["gb_s"]) for d in shared)
     return (f"; both ways at once its {' and '.join(shared)} copies ran at {rates(mine)} GB/s,"
             f" {best_backend}'s at {rates(theirs)}")
 
