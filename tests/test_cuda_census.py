@@ -249,6 +249,24 @@ def test_each_stream_moves_the_bytes_the_catalog_counts(tmp_path, name, layout):
     assert problem and f"the catalog claims {2 * test.per_item(variant) * variant.unroll:g} bytes" in problem
 
 
+L2_READS = [v.name for v in CATALOG.get("memory.l2").variants]
+
+
+@needs_tools
+@pytest.mark.parametrize("variant_name", L2_READS)
+def test_the_l2_read_loads_the_bytes_the_catalog_counts(tmp_path, variant_name):
+    """memory.l2's loop: its unroll 16-byte loads that skip the L1 a pass, as the work guard reads them."""
+    test = CATALOG.get("memory.l2")
+    variant = next(v for v in test.variants if v.name == variant_name)
+    census = sass.memory_census(listing_of(tmp_path, "onchip.cu", {"L2_UNROLL": variant.unroll, "UNROLL": variant.unroll,
+                                                                    "SUMS": min(test.accumulators, variant.unroll)}, "l2_read"))
+    problem, evidence = guards.moved(test, variant, census, variant.unroll)
+    assert problem is None, problem
+    assert evidence["bytes_loaded"] == 16 * variant.unroll and evidence["bytes_stored"] == 0, evidence
+    problem, _ = guards.moved(test, variant, census, 2 * variant.unroll)       # twice the loads claimed
+    assert problem and "move" in problem
+
+
 # -- the atomics and special functions in SASS --------------------------------------------------
 # the variants the CUDA backend offers (a shared-memory f32 add is a CAS loop on NVIDIA: left out)
 ATOMICS = [(t.name, v.name) for t in CATALOG.tests if t.family == "atomic"

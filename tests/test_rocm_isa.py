@@ -81,6 +81,10 @@ def build(test: Spec, variant: Variant | None, form: targets.Mma | None = None, 
     if test.family == "compute":
         k = kernels.alu_kernel(test, variant, HIP)
         return Build(k.source, k.entry, tuple({**k.defines, **alu.DEFINES}.items()))
+    if test.name == "memory.l2":
+        unroll = variant.unroll
+        return Build("onchip.cu", "l2_read", (("L2_UNROLL", unroll), ("UNROLL", unroll),
+                                              ("SUMS", min(test.accumulators, unroll))))
     if test.family == "memory":
         s = kernels.STREAM
         if fill:
@@ -132,6 +136,7 @@ ALU_TESTS = [t for t in CATALOG.tests if t.family == "compute" and t.kernel]
 MATRIX_TESTS = [t for t in CATALOG.tests if t.family == "matrix" and t.kernel == "mma"]
 STREAM_TESTS = [t for t in CATALOG.tests if t.family == "memory" and t.kernel == "stream"]
 CHASE_TEST = next(t for t in CATALOG.tests if t.family == "latency")
+L2_TEST = CATALOG.get("memory.l2")
 TARGETS = [t for fam in targets.FAMILIES for t in fam.targets]
 # The table lists them; LLVM 21 removed them (gfx942 stands for CDNA3), so LLVM 22 cannot check them.
 NOT_IN_LLVM = {"gfx940": "LLVM 22 has no gfx940 target (removed in LLVM 21; gfx942 is checked for CDNA3)",
@@ -173,6 +178,7 @@ def target_builds(target: str) -> list[Build]:
     for t in STREAM_TESTS:
         out += [build(t, v) for v in variants(t)]
     out += [build(STREAM_TESTS[0], STREAM_TESTS[0].variants[0], fill=True), build(CHASE_TEST, None)]
+    out += [build(L2_TEST, v) for v in L2_TEST.variants]
     return list(dict.fromkeys(out))
 
 
@@ -500,6 +506,20 @@ def test_stream_moves_128_bits_per_access(census, target, test, variant):
     mem = sorted({m.opcode for m in kernel.memory() if m.unit == "vector"})
     census.note(target, f"{test.name}.{variant.name}", "/".join(mem) if not failure else f"FAIL {failure}")
     assert failure is None, failure
+
+
+L2_PARAMS = [pytest.param(target, v, id=f"{target}-{v.name}") for target in TARGETS for v in L2_TEST.variants]
+
+
+@pytest.mark.parametrize("target, variant", L2_PARAMS)
+def test_the_l2_read_moves_the_bytes_the_catalog_counts(census, target, variant):
+    """memory.l2's loop, as the work guard of a HIP run reads it: unroll 16-byte loads a pass."""
+    kernel = census.get(target, build(L2_TEST, variant)).kernel()
+    found = amdgpu.memory_census(kernel)
+    failure, evidence = guards.moved(L2_TEST, variant, found, variant.unroll)
+    census.note(target, f"memory.l2.{variant.name}", ", ".join(found.ops) if not failure else f"FAIL {failure}")
+    assert failure is None, failure
+    assert evidence["bytes_loaded"] == 16 * variant.unroll, evidence
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -264,6 +264,8 @@ class L2Workload(Workload):
                        "layout": f"{L2_BLOCKS_PER_UNIT} {w.group}s a unit, a slice per {w.group} a pass, the slices rotating by"
                                  " workgroups | 1 around the working set"}
         self.evidence = rt.evidence(self.kernel)
+        # what the work guard holds the bytes counted against: the kernel's own loads, a pass each
+        self.census, self.loop_items = rt.census(self.kernel, "memory"), self.unroll
 
     def source(self, ws: int) -> None:
         """A source buffer of at least `ws` bytes, filled as the stream's (stream.filled)."""
