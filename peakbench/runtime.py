@@ -59,8 +59,9 @@ class LoopCensus:
 FORMS = ("aggregated", "compare-and-swap", "pieces")
 # What a census counts (Runtime.census's kind): the loop's vector arithmetic in ops (or, "pieces",
 # 64-bit multiply-adds by their pieces where the machine has no 64-bit multiplier), a stream's
-# device loads and stores in bytes, its atomic adds or its special-function results, one a lane.
-CENSUS_KINDS = ("arithmetic", "pieces", "memory", "atomic", "special")
+# device loads and stores in bytes ("shared": shared memory's, LDS's), its atomic adds or its
+# special-function results, one a lane.
+CENSUS_KINDS = ("arithmetic", "pieces", "memory", "shared", "atomic", "special")
 
 
 @dataclass(frozen=True)

@@ -267,6 +267,22 @@ def test_the_l2_read_loads_the_bytes_the_catalog_counts(tmp_path, variant_name):
     assert problem and "move" in problem
 
 
+@needs_tools
+def test_the_shared_read_loads_the_bytes_the_catalog_counts(tmp_path):
+    """memory.shared's pass loop: its unroll LDS.128 a pass (the copy into shared memory before it,
+    LDG and STS, is not the test's traffic)."""
+    from peakbench.workloads import onchip
+    test = CATALOG.get("memory.shared")
+    variant = test.variants[0]
+    defines = {"CHASE": 0, "UNROLL": variant.unroll, "SLIDE": onchip.SLIDE, "SUMS": min(test.accumulators, variant.unroll)}
+    census = sass.memory_census(listing_of(tmp_path, "onchip.cu", defines, "shared_read"), space="shared")
+    problem, evidence = guards.moved(test, variant, census, variant.unroll)
+    assert problem is None, problem
+    assert census.ops == {"LDS.128 (load, 16 B)": variant.unroll}, census.ops
+    assert sass.memory_census(listing_of(tmp_path, "onchip.cu", {"L2_UNROLL": 8, "UNROLL": 8, "SUMS": 8}, "l2_read"),
+                              space="shared").note == "no loop loads shared memory"
+
+
 # -- the atomics and special functions in SASS --------------------------------------------------
 # the variants the CUDA backend offers (a shared-memory f32 add is a CAS loop on NVIDIA: left out)
 ATOMICS = [(t.name, v.name) for t in CATALOG.tests if t.family == "atomic"

@@ -209,6 +209,18 @@ def test_a_stream_kernel_moving_other_bytes_than_counted_fails_the_work_guard(tm
 
 
 @lavapipe
+@pytest.mark.parametrize("test, source, old", [
+    # every other of the pass's 16 loads left out: half the bytes the host counts
+    ("memory.shared", "onchip_shared.comp", "acc[u % SUMS] += s[at + 32 * u];"),
+    ("memory.l2", "onchip_l2.comp", "acc[u % SUMS] += src[(base + i + u * lane) & push.mask];"),
+])
+def test_an_on_chip_read_loading_half_the_bytes_counted_fails_the_work_guard(tmp_path, test, source, old):
+    target, _, load = old.partition(" += ")
+    r = run_edited(tmp_path, source, old, f"{target} += u % 2u == 0u ? {load[:-1]} : uvec4(0u);", test)
+    assert_caught(r[test], "work", "8 OpLoad i32x4 (load, 16 B) move 128 bytes read", "the catalog claims 256 bytes")
+
+
+@lavapipe
 def test_a_stream_above_the_gpus_memory_bandwidth_fails_the_bound_guard(tmp_path, monkeypatch):
     # lavapipe streams 1-10 GB/s; a spec whose memory moves 0.001 GB/s is the planted bound, as a
     # host count of bytes far too high would read against the real one.

@@ -81,6 +81,10 @@ def build(test: Spec, variant: Variant | None, form: targets.Mma | None = None, 
     if test.family == "compute":
         k = kernels.alu_kernel(test, variant, HIP)
         return Build(k.source, k.entry, tuple({**k.defines, **alu.DEFINES}.items()))
+    if test.name == "memory.shared":
+        from peakbench.workloads import onchip
+        return Build("onchip.cu", "shared_read", (("CHASE", 0), ("UNROLL", variant.unroll), ("SLIDE", onchip.SLIDE),
+                                                  ("SUMS", min(test.accumulators, variant.unroll))))
     if test.name == "memory.l2":
         unroll = variant.unroll
         return Build("onchip.cu", "l2_read", (("L2_UNROLL", unroll), ("UNROLL", unroll),
@@ -137,6 +141,7 @@ MATRIX_TESTS = [t for t in CATALOG.tests if t.family == "matrix" and t.kernel ==
 STREAM_TESTS = [t for t in CATALOG.tests if t.family == "memory" and t.kernel == "stream"]
 CHASE_TEST = next(t for t in CATALOG.tests if t.family == "latency")
 L2_TEST = CATALOG.get("memory.l2")
+SHARED_TEST = CATALOG.get("memory.shared")
 TARGETS = [t for fam in targets.FAMILIES for t in fam.targets]
 # The table lists them; LLVM 21 removed them (gfx942 stands for CDNA3), so LLVM 22 cannot check them.
 NOT_IN_LLVM = {"gfx940": "LLVM 22 has no gfx940 target (removed in LLVM 21; gfx942 is checked for CDNA3)",
@@ -178,7 +183,7 @@ def target_builds(target: str) -> list[Build]:
     for t in STREAM_TESTS:
         out += [build(t, v) for v in variants(t)]
     out += [build(STREAM_TESTS[0], STREAM_TESTS[0].variants[0], fill=True), build(CHASE_TEST, None)]
-    out += [build(L2_TEST, v) for v in L2_TEST.variants]
+    out += [build(L2_TEST, v) for v in L2_TEST.variants] + [build(SHARED_TEST, SHARED_TEST.variants[0])]
     return list(dict.fromkeys(out))
 
 
@@ -518,6 +523,18 @@ def test_the_l2_read_moves_the_bytes_the_catalog_counts(census, target, variant)
     found = amdgpu.memory_census(kernel)
     failure, evidence = guards.moved(L2_TEST, variant, found, variant.unroll)
     census.note(target, f"memory.l2.{variant.name}", ", ".join(found.ops) if not failure else f"FAIL {failure}")
+    assert failure is None, failure
+    assert evidence["bytes_loaded"] == 16 * variant.unroll, evidence
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_shared_read_loads_the_bytes_the_catalog_counts(census, target):
+    """memory.shared's pass loop, as the work guard of a HIP run reads it: unroll ds_read_b128 a pass."""
+    variant = SHARED_TEST.variants[0]
+    kernel = census.get(target, build(SHARED_TEST, variant)).kernel()
+    found = amdgpu.memory_census(kernel, space="shared")
+    failure, evidence = guards.moved(SHARED_TEST, variant, found, variant.unroll)
+    census.note(target, "memory.shared", ", ".join(found.ops) if not failure else f"FAIL {failure}")
     assert failure is None, failure
     assert evidence["bytes_loaded"] == 16 * variant.unroll, evidence
 

@@ -132,8 +132,8 @@ class CudaRuntime(CompiledModules):
         the work and types guards, global loads and stores for the streams, atomics, special
         functions."""
         listing = self.disassemble(kernel)
-        if kind == "memory":
-            return sass.memory_census(listing)
+        if kind in ("memory", "shared"):
+            return sass.memory_census(listing, space="shared" if kind == "shared" else "global")
         if kind in ("atomic", "special"):
             return sass.operation_census(listing, kind)
         if kind == "pieces":

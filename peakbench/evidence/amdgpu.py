@@ -432,21 +432,25 @@ def operation_census(kernel: Kernel | None, kind: str, source: str = "AMDGPU") -
                       frozenset({"compare-and-swap"} if cas else ()))
 
 
-def memory_census(kernel: Kernel | None, source: str = "AMDGPU") -> LoopCensus:
+def memory_census(kernel: Kernel | None, source: str = "AMDGPU", space: str = "global") -> LoopCensus:
     """The vector (global, buffer, flat) loads and stores of a kernel's loop where it has them,
     else of the whole kernel (the streams' rows and tiles), keyed as the SPIR-V memory census is
-    ("global_load_dwordx4 (load, 16 B)"), work their bytes a lane: for the streams' work guard."""
+    ("global_load_dwordx4 (load, 16 B)"), work their bytes a lane: for the streams' work guard.
+    `space` "shared": the LDS's (ds_read, ds_write) in the loop that loads it (memory.shared)."""
     from peakbench.evidence.spirv import access, accessed
     if kernel is None:
         return LoopCensus({}, 0, frozenset(), source, "no such kernel in the code object")
+    unit = "lds" if space == "shared" else "vector"
 
     def moved(in_loop: bool) -> dict[str, int]:
         ops: dict[str, int] = {}
         for m in kernel.memory(in_loop=in_loop):
-            if m.unit == "vector" and m.kind in ("load", "store"):
+            if m.unit == unit and m.kind in ("load", "store"):
                 key = access(base(m.opcode), m.kind, (m.bits or 32) // 8)
                 ops[key] = ops.get(key, 0) + 1
         return ops
+    if space == "shared" and not any(accessed(k)[1] for k in moved(True)):
+        return LoopCensus({}, 0, frozenset(), source, "no loop loads the LDS")
     ops, where = (moved(True), "the innermost loop") if moved(True) else (moved(False), "the whole kernel (no loop moves memory)")
     work = sum(n * sum(accessed(k)[1:]) for k, n in ops.items())
     return LoopCensus(dict(sorted(ops.items())), work, frozenset(), source, f"counted in {where}")

@@ -180,30 +180,39 @@ def census_of(instructions, source: str) -> LoopCensus:
 
 
 _GLOBAL = re.compile(r"^(LDG|STG)((?:\.[A-Z0-9_]+)*)$")
+_SHARED = re.compile(r"^(LDS|STS)((?:\.[A-Z0-9_]+)*)$")     # not LDSM (a matrix load)
 # bytes of a global access by its width modifier (none: 32 bits)
 WIDTHS = {"128": 16, "64": 8, "U16": 2, "S16": 2, "U8": 1, "S8": 1}
 
 
-def memory_census(listing: str | None, source: str = "SASS") -> LoopCensus:
+def memory_census(listing: str | None, source: str = "SASS", space: str = "global") -> LoopCensus:
     """The global loads (LDG) and stores (STG) of a kernel's innermost loop that has any, or of
     the whole kernel where none does (the stream's tiles and rows), keyed as the SPIR-V memory
-    census is ("LDG.E.128 (load, 16 B)"), work their bytes: for the memory streams' work guard."""
+    census is ("LDG.E.128 (load, 16 B)"), work their bytes: for the memory streams' work guard.
+    `space` "shared": shared memory's loads (LDS) and stores (STS) of the innermost loop that
+    loads any (memory.shared; the copy into shared memory before it only stores)."""
     from peakbench.evidence.spirv import access, accessed
     if not listing:
         return unlisted(source)
     addressed = with_addresses(listing)
+    pattern, load = (_SHARED, "LDS") if space == "shared" else (_GLOBAL, "LDG")
 
     def moved(text: str) -> dict[str, int]:
         ops: dict[str, int] = {}
         for m in _INSTRUCTION.finditer(text):
-            g = _GLOBAL.match(m.group(1))
+            g = pattern.match(m.group(1))
             if g:
                 mods = g.group(2).split(".")
                 width = next((WIDTHS[w] for w in mods if w in WIDTHS), 4)
-                key = access(m.group(1), "load" if g.group(1) == "LDG" else "store", width)
+                key = access(m.group(1), "load" if g.group(1) == load else "store", width)
                 ops[key] = ops.get(key, 0) + 1
         return ops
-    found = next((ops for ops in map(moved, innermost(addressed)) if ops), None)
+
+    def counts(ops: dict[str, int]) -> bool:
+        return bool(ops) and (space != "shared" or any(accessed(k)[1] for k in ops))
+    found = next((ops for ops in map(moved, innermost(addressed)) if counts(ops)), None)
+    if found is None and space == "shared":
+        return LoopCensus({}, 0, frozenset(), source, "no loop loads shared memory")
     ops, where = (found, "the innermost loop") if found else (moved(addressed), "the whole kernel (no loop moves memory)")
     work = sum(n * sum(accessed(k)[1:]) for k, n in ops.items())
     return LoopCensus(dict(sorted(ops.items())), work, frozenset(), source, f"counted in {where}")

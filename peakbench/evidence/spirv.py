@@ -162,19 +162,25 @@ def type_bytes(name: str) -> int:
     return bits * lanes(name) // 8
 
 
-def memory_census(code: bytes) -> LoopCensus:
+def memory_census(code: bytes, space: str = "global") -> LoopCensus:
     """The loads from and stores to device buffers of a module's innermost loop that moves any or,
     where none does after unrolling, of its whole body (the stream kernels' tiles and rows), keyed
     with what each moves ("OpLoad i32x4 (load, 16 B)"), work their bytes: for the memory tests'
-    work guard. Cached as census() is."""
+    work guard. `space` "shared": Workgroup memory's, in the innermost loop that loads any
+    (memory.shared; the copy into it before that loop only stores). Cached as census() is."""
+    if space == "shared":
+        return _cached(b"shared", code, lambda module: count_memory(module, SHARED))
     return _cached(b"memory", code, count_memory)
 
 
-def count_memory(code: bytes) -> LoopCensus:
+SHARED = ("Workgroup",)
+
+
+def count_memory(code: bytes, storage: tuple[str, ...] = STORAGE) -> LoopCensus:
     lines, note, blocks = _module(code)
     types = _types(lines)
     value_type = {rid: rest.split()[0] for rid, op, rest in lines if rid and rest and not op.startswith("OpType")}
-    device = {rid for rid, op, rest in lines if op == "OpVariable" and rest.split()[1] in STORAGE}
+    device = {rid for rid, op, rest in lines if op == "OpVariable" and rest.split()[1] in storage}
     for rid, op, rest in lines:                     # pointers derived from a device buffer
         if op in CHAINS and rest.split()[1] in device:
             device.add(rid)
@@ -196,8 +202,15 @@ def count_memory(code: bytes) -> LoopCensus:
     def nbytes(ops: dict[str, int]) -> int:
         return sum(n * sum(accessed(k)[1:]) for k, n in ops.items())
     # The innermost loop that moves device memory (a reduction's loop over shared memory is not
-    # the stream); none: the whole kernel, whose unrolled tiles and rows are straight code.
-    found = next((ops for ops in map(moved, _innermost_loops(blocks)) if nbytes(ops)), None)
+    # the stream); none: the whole kernel, whose unrolled tiles and rows are straight code. Shared
+    # memory: the innermost loop that loads it, or none.
+    shared = storage == SHARED
+
+    def counts(ops: dict[str, int]) -> bool:
+        return bool(nbytes(ops)) and (not shared or any(accessed(k)[1] for k in ops))
+    found = next((ops for ops in map(moved, _innermost_loops(blocks)) if counts(ops)), None)
+    if found is None and shared:
+        return LoopCensus({}, 0, frozenset(), "SPIR-V", "; ".join(filter(None, [note, "no loop loads Workgroup memory"])))
     ops, where = ((found, "the innermost loop") if found else
                   (moved([x for _, b in blocks for x in b]), "the whole kernel (no loop moves memory)"))
     return LoopCensus(dict(sorted(ops.items())), nbytes(ops), frozenset(), "SPIR-V",

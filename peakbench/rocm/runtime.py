@@ -242,8 +242,8 @@ class HipRuntime(CompiledModules):
                    "the code object could not be disassembled (not an AMDGPU ELF, or a compressed bundle)")
             return LoopCensus({}, 0, frozenset(), "AMDGPU", why)
         found = amdgpu.parse(listing).get(kernel.name)
-        if kind == "memory":
-            return amdgpu.memory_census(found)
+        if kind in ("memory", "shared"):
+            return amdgpu.memory_census(found, space="shared" if kind == "shared" else "global")
         return amdgpu.operation_census(found, kind) if kind in ("atomic", "special") else amdgpu.census(found)
 
     # Memory ------------------------------------------------------------------------------------

@@ -82,8 +82,8 @@ class VulkanRuntime:
         before the first launch; atomics and special functions are counted in that SASS where the
         driver shows it: what the device runs, after the driver's optimisations."""
         from peakbench.evidence import spirv
-        if kind == "memory":
-            return spirv.memory_census(kernel.binary)
+        if kind in ("memory", "shared"):
+            return spirv.memory_census(kernel.binary, "shared" if kind == "shared" else "global")
         if kind in ("atomic", "special"):
             listing = self.disassemble(kernel)
             if listing:

@@ -110,6 +110,8 @@ class SharedReadWorkload(Workload):
                        "shared_bytes_per_group": self.data.nbytes, "path": kernel.path,
                        "layout": "32 lanes read 32 consecutive 16-byte vectors, the window moving one vector a pass"}
         self.evidence = rt.evidence(self.kernel)
+        # what the work guard holds the bytes counted against: the pass loop's shared-memory loads
+        self.census, self.loop_items = rt.census(self.kernel, "shared"), self.unroll
 
     def run(self, size: int) -> float:
         per, repeat = launches(size, self.spec.max_loop)
