@@ -279,8 +279,19 @@ def test_the_shared_read_loads_the_bytes_the_catalog_counts(tmp_path):
     problem, evidence = guards.moved(test, variant, census, variant.unroll)
     assert problem is None, problem
     assert census.ops == {"LDS.128 (load, 16 B)": variant.unroll}, census.ops
-    assert sass.memory_census(listing_of(tmp_path, "onchip.cu", {"L2_UNROLL": 8, "UNROLL": 8, "SUMS": 8}, "l2_read"),
-                              space="shared").note == "no loop loads shared memory"
+
+def test_a_shared_read_whose_loop_lost_its_loads_is_counted_whole_and_fails():
+    # the copy into shared memory (LDG, STS) and a pass loop with no LDS left: the census falls back
+    # to the whole kernel, whose one 16-byte store reads nothing the catalog counts
+    text = ("        /*0040*/                   LDG.E.128 R4, desc[UR4][R2.64] ;\n"
+            "        /*0050*/                   STS.128 [R9], R4 ;\n"
+            "        /*0060*/                   IADD3 R0, R0, 0x1, RZ ;\n"
+            "        /*0070*/                   BRA.U !UP0, 0x0060 ;\n")
+    test = CATALOG.get("memory.shared")
+    found = sass.memory_census(text, space="shared")
+    assert found.ops == {"STS.128 (store, 16 B)": 1} and found.note.startswith("counted in the whole kernel")
+    problem, _ = guards.moved(test, test.variants[0], found, test.variants[0].unroll)
+    assert problem and "move 0 bytes read" in problem, problem
 
 
 # -- the atomics and special functions in SASS --------------------------------------------------

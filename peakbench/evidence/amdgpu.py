@@ -436,7 +436,8 @@ def memory_census(kernel: Kernel | None, source: str = "AMDGPU", space: str = "g
     """The vector (global, buffer, flat) loads and stores of a kernel's loop where it has them,
     else of the whole kernel (the streams' rows and tiles), keyed as the SPIR-V memory census is
     ("global_load_dwordx4 (load, 16 B)"), work their bytes a lane: for the streams' work guard.
-    `space` "shared": the LDS's (ds_read, ds_write) in the loop that loads it (memory.shared)."""
+    `space` "shared": the LDS's (ds_read, ds_write) in the loop where it loads any, else in the
+    whole kernel (memory.shared)."""
     from peakbench.evidence.spirv import access, accessed
     if kernel is None:
         return LoopCensus({}, 0, frozenset(), source, "no such kernel in the code object")
@@ -449,8 +450,9 @@ def memory_census(kernel: Kernel | None, source: str = "AMDGPU", space: str = "g
                 key = access(base(m.opcode), m.kind, (m.bits or 32) // 8)
                 ops[key] = ops.get(key, 0) + 1
         return ops
-    if space == "shared" and not any(accessed(k)[1] for k in moved(True)):
-        return LoopCensus({}, 0, frozenset(), source, "no loop loads the LDS")
-    ops, where = (moved(True), "the innermost loop") if moved(True) else (moved(False), "the whole kernel (no loop moves memory)")
+    looped = moved(True)
+    if space == "shared" and not any(accessed(k)[1] for k in looped):
+        looped = {}                     # the copy into the LDS only stores: not the loop that reads it
+    ops, where = (looped, "the innermost loop") if looped else (moved(False), "the whole kernel (no loop moves memory)")
     work = sum(n * sum(accessed(k)[1:]) for k, n in ops.items())
     return LoopCensus(dict(sorted(ops.items())), work, frozenset(), source, f"counted in {where}")

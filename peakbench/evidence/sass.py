@@ -190,7 +190,8 @@ def memory_census(listing: str | None, source: str = "SASS", space: str = "globa
     the whole kernel where none does (the stream's tiles and rows), keyed as the SPIR-V memory
     census is ("LDG.E.128 (load, 16 B)"), work their bytes: for the memory streams' work guard.
     `space` "shared": shared memory's loads (LDS) and stores (STS) of the innermost loop that
-    loads any (memory.shared; the copy into shared memory before it only stores)."""
+    loads any, else of the whole kernel (memory.shared; the copy into shared memory before that
+    loop only stores, and a kernel whose loop lost its loads is counted whole, and fails)."""
     from peakbench.evidence.spirv import access, accessed
     if not listing:
         return unlisted(source)
@@ -211,8 +212,6 @@ def memory_census(listing: str | None, source: str = "SASS", space: str = "globa
     def counts(ops: dict[str, int]) -> bool:
         return bool(ops) and (space != "shared" or any(accessed(k)[1] for k in ops))
     found = next((ops for ops in map(moved, innermost(addressed)) if counts(ops)), None)
-    if found is None and space == "shared":
-        return LoopCensus({}, 0, frozenset(), source, "no loop loads shared memory")
     ops, where = (found, "the innermost loop") if found else (moved(addressed), "the whole kernel (no loop moves memory)")
     work = sum(n * sum(accessed(k)[1:]) for k, n in ops.items())
     return LoopCensus(dict(sorted(ops.items())), work, frozenset(), source, f"counted in {where}")

@@ -203,14 +203,12 @@ def count_memory(code: bytes, storage: tuple[str, ...] = STORAGE) -> LoopCensus:
         return sum(n * sum(accessed(k)[1:]) for k, n in ops.items())
     # The innermost loop that moves device memory (a reduction's loop over shared memory is not
     # the stream); none: the whole kernel, whose unrolled tiles and rows are straight code. Shared
-    # memory: the innermost loop that loads it, or none.
+    # memory: the innermost loop that loads it (the copy into it before only stores), else the whole.
     shared = storage == SHARED
 
     def counts(ops: dict[str, int]) -> bool:
         return bool(nbytes(ops)) and (not shared or any(accessed(k)[1] for k in ops))
     found = next((ops for ops in map(moved, _innermost_loops(blocks)) if counts(ops)), None)
-    if found is None and shared:
-        return LoopCensus({}, 0, frozenset(), "SPIR-V", "; ".join(filter(None, [note, "no loop loads Workgroup memory"])))
     ops, where = ((found, "the innermost loop") if found else
                   (moved([x for _, b in blocks for x in b]), "the whole kernel (no loop moves memory)"))
     return LoopCensus(dict(sorted(ops.items())), nbytes(ops), frozenset(), "SPIR-V",
