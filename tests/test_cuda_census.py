@@ -258,8 +258,8 @@ def test_the_l2_read_loads_the_bytes_the_catalog_counts(tmp_path, variant_name):
     """memory.l2's loop: its unroll 16-byte loads that skip the L1 a pass, as the work guard reads them."""
     test = CATALOG.get("memory.l2")
     variant = next(v for v in test.variants if v.name == variant_name)
-    census = sass.memory_census(listing_of(tmp_path, "onchip.cu", {"L2_UNROLL": variant.unroll, "UNROLL": variant.unroll,
-                                                                    "SUMS": min(test.accumulators, variant.unroll)}, "l2_read"))
+    from peakbench.workloads import onchip
+    census = sass.memory_census(listing_of(tmp_path, "onchip.cu", onchip.l2_defines(test, variant), "l2_read"))
     problem, evidence = guards.moved(test, variant, census, variant.unroll)
     assert problem is None, problem
     assert evidence["bytes_loaded"] == 16 * variant.unroll and evidence["bytes_stored"] == 0, evidence
@@ -274,8 +274,8 @@ def test_the_shared_read_loads_the_bytes_the_catalog_counts(tmp_path):
     from peakbench.workloads import onchip
     test = CATALOG.get("memory.shared")
     variant = test.variants[0]
-    defines = {"CHASE": 0, "UNROLL": variant.unroll, "SLIDE": onchip.SLIDE, "SUMS": min(test.accumulators, variant.unroll)}
-    census = sass.memory_census(listing_of(tmp_path, "onchip.cu", defines, "shared_read"), space="shared")
+    census = sass.memory_census(listing_of(tmp_path, "onchip.cu", onchip.shared_defines(test, variant), "shared_read"),
+                                space="shared")
     problem, evidence = guards.moved(test, variant, census, variant.unroll)
     assert problem is None, problem
     assert census.ops == {"LDS.128 (load, 16 B)": variant.unroll}, census.ops

@@ -190,10 +190,12 @@ def test_a_host_count_of_bytes_off_by_a_factor_fails_the_streams_work_guard(tmp_
     from peakbench.catalog.descriptors import MemoryTest
     per_item = MemoryTest.per_item
     monkeypatch.setattr(MemoryTest, "per_item", lambda self, variant: 2 * per_item(self, variant))
-    r = run_inprocess(tmp_path, monkeypatch, "memory.copy,memory.update")
+    r = run_inprocess(tmp_path, monkeypatch, "memory.copy,memory.update,memory.shared,memory.l2")
     assert_caught(r["memory.copy"], "work", "1 OpLoad i32x4 (load, 16 B), 1 OpStore i32x4 (store, 16 B) move 16 bytes"
                   " read and 16 written", "the catalog claims 64 bytes")
     assert_caught(r["memory.update"], "work", "2 OpLoad i32x4 (load, 16 B), 1 OpStore", "the catalog claims 96 bytes")
+    for test in ("memory.shared", "memory.l2"):       # the on-chip reads: 16 loads a pass, counted as 32
+        assert_caught(r[test], "work", "16 OpLoad i32x4 (load, 16 B) move 256 bytes read", "the catalog claims 512 bytes")
 
 
 @lavapipe

@@ -50,7 +50,7 @@ from peakbench.harness import guards
 from peakbench.rocm import matrix as rocm_matrix
 from peakbench.rocm import targets
 from peakbench.rocm.runtime import HipRuntime
-from peakbench.workloads import alu, chase, stream
+from peakbench.workloads import alu, chase, onchip, stream
 
 ROOT = Path(__file__).resolve().parents[1]
 SHADERS = ROOT / "shaders"
@@ -81,14 +81,10 @@ def build(test: Spec, variant: Variant | None, form: targets.Mma | None = None, 
     if test.family == "compute":
         k = kernels.alu_kernel(test, variant, HIP)
         return Build(k.source, k.entry, tuple({**k.defines, **alu.DEFINES}.items()))
-    if test.name == "memory.shared":
-        from peakbench.workloads import onchip
-        return Build("onchip.cu", "shared_read", (("CHASE", 0), ("UNROLL", variant.unroll), ("SLIDE", onchip.SLIDE),
-                                                  ("SUMS", min(test.accumulators, variant.unroll))))
-    if test.name == "memory.l2":
-        unroll = variant.unroll
-        return Build("onchip.cu", "l2_read", (("L2_UNROLL", unroll), ("UNROLL", unroll),
-                                              ("SUMS", min(test.accumulators, unroll))))
+    if test.name in ("memory.shared", "memory.l2"):
+        shared = test.name == "memory.shared"
+        defines = (onchip.shared_defines if shared else onchip.l2_defines)(test, variant)
+        return Build("onchip.cu", "shared_read" if shared else "l2_read", tuple(defines.items()))
     if test.family == "memory":
         s = kernels.STREAM
         if fill:

@@ -133,7 +133,7 @@ class CudaRuntime(CompiledModules):
         functions."""
         listing = self.disassemble(kernel)
         if kind in ("memory", "shared"):
-            return sass.memory_census(listing, space="shared" if kind == "shared" else "global")
+            return sass.memory_census(listing, space=kind)
         if kind in ("atomic", "special"):
             return sass.operation_census(listing, kind)
         if kind == "pieces":

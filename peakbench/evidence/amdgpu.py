@@ -432,7 +432,7 @@ def operation_census(kernel: Kernel | None, kind: str, source: str = "AMDGPU") -
                       frozenset({"compare-and-swap"} if cas else ()))
 
 
-def memory_census(kernel: Kernel | None, source: str = "AMDGPU", space: str = "global") -> LoopCensus:
+def memory_census(kernel: Kernel | None, source: str = "AMDGPU", space: str = "memory") -> LoopCensus:
     """The vector (global, buffer, flat) loads and stores of a kernel's loop where it has them,
     else of the whole kernel (the streams' rows and tiles), keyed as the SPIR-V memory census is
     ("global_load_dwordx4 (load, 16 B)"), work their bytes a lane: for the streams' work guard.

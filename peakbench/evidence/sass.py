@@ -185,7 +185,7 @@ _SHARED = re.compile(r"^(LDS|STS)((?:\.[A-Z0-9_]+)*)$")     # not LDSM (a matrix
 WIDTHS = {"128": 16, "64": 8, "U16": 2, "S16": 2, "U8": 1, "S8": 1}
 
 
-def memory_census(listing: str | None, source: str = "SASS", space: str = "global") -> LoopCensus:
+def memory_census(listing: str | None, source: str = "SASS", space: str = "memory") -> LoopCensus:
     """The global loads (LDG) and stores (STG) of a kernel's innermost loop that has any, or of
     the whole kernel where none does (the stream's tiles and rows), keyed as the SPIR-V memory
     census is ("LDG.E.128 (load, 16 B)"), work their bytes: for the memory streams' work guard.

@@ -162,7 +162,7 @@ def type_bytes(name: str) -> int:
     return bits * lanes(name) // 8
 
 
-def memory_census(code: bytes, space: str = "global") -> LoopCensus:
+def memory_census(code: bytes, space: str = "memory") -> LoopCensus:
     """The loads from and stores to device buffers of a module's innermost loop that moves any or,
     where none does after unrolling, of its whole body (the stream kernels' tiles and rows), keyed
     with what each moves ("OpLoad i32x4 (load, 16 B)"), work their bytes: for the memory tests'

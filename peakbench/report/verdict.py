@@ -217,6 +217,7 @@ def _ways(r: dict, best: dict, best_backend: str) -> str:
     shared = [d for d in mine if d in theirs and _num(mine[d].get("gb_s")) and _num(theirs[d].get("gb_s"))]
     if len(shared) < 2:
         return ""
+
     def rates(balanced: dict) -> str:
         return " and ".join(str(balanced[d]["gb_s"]) for d in shared)
     return (f"; both ways at once its {' and '.join(shared)} copies ran at {rates(mine)} GB/s,"

@@ -243,7 +243,7 @@ class HipRuntime(CompiledModules):
             return LoopCensus({}, 0, frozenset(), "AMDGPU", why)
         found = amdgpu.parse(listing).get(kernel.name)
         if kind in ("memory", "shared"):
-            return amdgpu.memory_census(found, space="shared" if kind == "shared" else "global")
+            return amdgpu.memory_census(found, space=kind)
         return amdgpu.operation_census(found, kind) if kind in ("atomic", "special") else amdgpu.census(found)
 
     # Memory ------------------------------------------------------------------------------------

@@ -83,7 +83,7 @@ class VulkanRuntime:
         driver shows it: what the device runs, after the driver's optimisations."""
         from peakbench.evidence import spirv
         if kind in ("memory", "shared"):
-            return spirv.memory_census(kernel.binary, "shared" if kind == "shared" else "global")
+            return spirv.memory_census(kernel.binary, kind)
         if kind in ("atomic", "special"):
             listing = self.disassemble(kernel)
             if listing:

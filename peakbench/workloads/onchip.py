@@ -64,6 +64,16 @@ def differs(got: np.ndarray, want: np.ndarray) -> str | None:
     return None
 
 
+def shared_defines(test, variant) -> dict:
+    """The shared read's defines for a variant (the workload's, and the ISA checks')."""
+    return {"CHASE": 0, "UNROLL": variant.unroll, "SLIDE": SLIDE, "SUMS": min(test.accumulators, variant.unroll)}
+
+
+def l2_defines(test, variant) -> dict:
+    """The L2 read's defines for a variant (the workload's, and the ISA checks')."""
+    return {"L2_UNROLL": variant.unroll, "UNROLL": variant.unroll, "SUMS": min(test.accumulators, variant.unroll)}
+
+
 def launches(passes: int, most: int) -> tuple[int, int]:
     """(passes per launch, launches): as few launches as `most` passes each allow, all alike."""
     return stream.pass_dispatches(passes, 1, max(1, most))
@@ -99,7 +109,7 @@ class SharedReadWorkload(Workload):
         self.unroll = variant.unroll
         self.groups = stream.resident_groups(rt)
         self.threads = self.groups * BLOCK
-        defines = {"CHASE": 0, "UNROLL": self.unroll, "SLIDE": SLIDE, "SUMS": min(test.accumulators, self.unroll)}
+        defines = shared_defines(test, variant)
         self.kernel = rt.compile(kernel.source, defines, kernel.entry, block=BLOCK, args="bbu", label=test.name)
         self.data = shared_data(self.unroll)
         self.src = rt.alloc(self.data.nbytes)
@@ -254,15 +264,14 @@ class L2Workload(Workload):
         self.unroll = variant.unroll
         self.groups = l2_groups(rt)
         self.threads, self.tile = self.groups * BLOCK, BLOCK * self.unroll
-        sums = min(test.accumulators, self.unroll)
-        self.kernel = rt.compile(kernel.source, {"L2_UNROLL": self.unroll, "UNROLL": self.unroll, "SUMS": sums},
-                                 kernel.entry, block=BLOCK, args="bbuuuu", label=test.name)
+        defines = l2_defines(test, variant)
+        self.kernel = rt.compile(kernel.source, defines, kernel.entry, block=BLOCK, args="bbuuuu", label=test.name)
         self.src, self.src_vectors = None, 0
         self.dst = rt.alloc(self.threads * 16)
         self.point = (0, 0, 0)
         w = rt.words
         self.params = {"workgroup_size": BLOCK, "workgroups": self.groups, "access_bytes": test.access_bytes,
-                       "unroll": self.unroll, "partial_sums": sums, "path": kernel.path,
+                       "unroll": self.unroll, "partial_sums": defines["SUMS"], "path": kernel.path,
                        "layout": f"{L2_BLOCKS_PER_UNIT} {w.group}s a unit, a slice per {w.group} a pass, the slices rotating by"
                                  " workgroups | 1 around the working set"}
         self.evidence = rt.evidence(self.kernel)
