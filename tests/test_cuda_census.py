@@ -317,6 +317,7 @@ def test_each_atomic_loop_holds_the_adds_the_catalog_counts(tmp_path, name, vari
     problem, evidence = guards.work(test, variant, census, variant.unroll)
     assert problem is None, problem
     assert all(op.startswith(("RED", "ATOMS.ADD")) for op in census.ops), census.ops
+    assert census.types == {variant.name} and guards.types(test, variant, census)[0] is None, census
     assert not census.forms, census.forms             # nvcc neither aggregates nor loops on a CAS here
     # a host that counts each add twice
     doubled = SimpleNamespace(per_item=lambda v: 2 * test.per_item(v))
@@ -348,6 +349,18 @@ def test_each_special_function_loop_holds_one_mufu_a_result(tmp_path, name, vari
     problem, _ = guards.work(test, variant, census, variant.unroll * acc)
     assert problem is None, problem
     assert list(census.ops) == [kernels_sfu.INSTRUCTION["cuda"][test.function]], census.ops
+    assert guards.types(test, variant, census) == (None, "f32 (SASS)")
+
+
+def test_atomic_and_mufu_types_are_read_from_the_modifiers():
+    types = {op: sass.operation_type(op) for op in (
+        "REDG.E.ADD.STRONG.GPU", "RED.E.ADD.F32.FTZ.RN.STRONG.GPU", "ATOMS.ADD", "ATOMG.E.ADD.F64.RN.STRONG.GPU",
+        "RED.E.ADD.64.STRONG.GPU", "ATOMS.ADD.S32", "RED.E.ADD.F16x2.RN.STRONG.GPU", "MUFU.RSQ", "MUFU.RCP64H",
+        "MUFU.EX2.F16")}
+    assert types == {"REDG.E.ADD.STRONG.GPU": "u32", "RED.E.ADD.F32.FTZ.RN.STRONG.GPU": "f32", "ATOMS.ADD": "u32",
+                     "ATOMG.E.ADD.F64.RN.STRONG.GPU": "f64", "RED.E.ADD.64.STRONG.GPU": "u64", "ATOMS.ADD.S32": "u32",
+                     "RED.E.ADD.F16x2.RN.STRONG.GPU": "f16x2", "MUFU.RSQ": "f32", "MUFU.RCP64H": "f64",
+                     "MUFU.EX2.F16": "f16"}
 
 
 def test_the_vulkan_drivers_warp_aggregation_and_cas_loop_are_named():

@@ -166,6 +166,17 @@ def test_the_module_types_against_the_label():
     assert guards.types(fp16, fp16.variants[0], f16) == (None, "f16x2 (SPIR-V)")
     problem, _ = guards.types(cat.get("compute.fp32"), None, f16)
     assert problem == "module does f16x2 arithmetic; test compute.fp32 is fp32 (f32)"
+    # the atomics' type is their variant's; the special functions' FP32
+    atomic = cat.get("atomic.global_add")
+    u32, f32 = (next(v for v in atomic.variants if v.name == t) for t in ("u32", "f32"))
+    integer = LoopCensus({"REDG.E.ADD.STRONG.GPU": 16}, 16, frozenset({"u32"}), "SASS")
+    assert guards.types(atomic, u32, integer) == (None, "u32 (SASS)")
+    problem, _ = guards.types(atomic, f32, integer)
+    assert problem == "module does u32 arithmetic; test atomic.global_add is f32 (f32)"
+    rsqrt = cat.get("sfu.rsqrt")
+    assert guards.types(rsqrt, rsqrt.variants[0], LoopCensus({"MUFU.RSQ": 8}, 8, frozenset({"f32"}), "SASS"))[0] is None
+    problem, _ = guards.types(rsqrt, rsqrt.variants[0], LoopCensus({"MUFU.RSQ64H": 8}, 8, frozenset({"f64"}), "SASS"))
+    assert problem == "module does f64 arithmetic; test sfu.rsqrt is fp32 (f32)"
 
 
 def spec_file(tmp_path, peak: float, boost_mhz: float) -> str:
@@ -316,6 +327,22 @@ def test_a_fault_in_the_float_atomics_alone_fails_a_quick_run(tmp_path):
                    "atomic.global_add,atomic.global_add_contended")
     for name in ("atomic.global_add", "atomic.global_add_contended"):
         assert_caught(r[name], "work", "variant f32", "8 OpAtomicFAddEXT f32 = 8 ops", "the catalog claims 16")
+
+
+@lavapipe
+def test_float_atomics_made_integer_adds_fail_the_types_guard(tmp_path):
+    # the f32 variant adding 32-bit integers: as many adds, the sums its own, another test's work
+    r = run_edited(tmp_path, "atomic.comp", "#define T float", "#define T uint", "atomic.global_add")
+    assert_caught(r["atomic.global_add"], "types", "variant f32", "module does i32 arithmetic",
+                  "test atomic.global_add is f32 (f32)")
+
+
+@lavapipe
+def test_a_special_function_computed_in_double_fails_the_types_guard(tmp_path):
+    # a reciprocal square root taken in FP64 (a double promoted by a stray literal or cast)
+    r = run_edited(tmp_path, "sfu.comp", "#define F(x) inversesqrt(x)",
+                   "#define F(x) float(inversesqrt(double(x)))", "sfu.rsqrt")
+    assert_caught(r["sfu.rsqrt"], "types", "module does f64 arithmetic; test sfu.rsqrt is fp32 (f32)")
 
 
 @lavapipe

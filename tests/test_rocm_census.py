@@ -150,6 +150,7 @@ def test_the_atomic_and_special_function_loops_hold_the_catalogs_count(toolchain
             assert done.ok, done.error
             census = amdgpu.operation_census(amdgpu.parse(done.asm)["atomic"], "atomic")
             assert guards.work(test, variant, census, variant.unroll)[0] is None, census
+            assert guards.types(test, variant, census)[0] is None, census
             assert not census.forms
     test = catalog.get("sfu.sin")
     variant = test.variants[0]
@@ -159,6 +160,7 @@ def test_the_atomic_and_special_function_loops_hold_the_catalogs_count(toolchain
     assert done.ok, done.error
     census = amdgpu.operation_census(amdgpu.parse(done.asm)["sfu"], "special")
     assert list(census.ops) == ["v_sin_f32"] and census.work == variant.unroll * acc
+    assert guards.types(test, variant, census) == (None, "f32 (AMDGPU)")
 
 
 def test_atomic_opcodes_are_told_apart():
@@ -166,6 +168,17 @@ def test_atomic_opcodes_are_told_apart():
     assert amdgpu.atomic_kind("buffer_atomic_add_u32") == amdgpu.atomic_kind("ds_add_rtn_f32") == "add"
     assert amdgpu.atomic_kind("global_atomic_cmpswap") == amdgpu.atomic_kind("ds_cmpst_b32") == "cas"
     assert amdgpu.atomic_kind("ds_read_b32") is None and amdgpu.atomic_kind("global_load_dwordx4") is None
+
+
+def test_atomic_and_special_function_types_are_read_from_the_opcode():
+    types = {op: amdgpu.operation_type(op) for op in (
+        "ds_add_u32", "ds_add_rtn_f32", "global_atomic_add_f32", "global_atomic_add", "buffer_atomic_add_x2",
+        "global_atomic_pk_add_f16", "global_atomic_add_f64", "v_rcp_f32_e32", "v_rsq_f64_e32", "v_exp_f16_e32",
+        "v_exp_legacy_f32_e32")}
+    assert types == {"ds_add_u32": "u32", "ds_add_rtn_f32": "f32", "global_atomic_add_f32": "f32",
+                     "global_atomic_add": "u32", "buffer_atomic_add_x2": "u64", "global_atomic_pk_add_f16": "f16x2",
+                     "global_atomic_add_f64": "f64", "v_rcp_f32_e32": "f32", "v_rsq_f64_e32": "f64",
+                     "v_exp_f16_e32": "f16", "v_exp_legacy_f32_e32": "f32"}
 
 
 def run_atomics(monkeypatch, tmp_path, tools, player=None) -> tuple[int, dict]:

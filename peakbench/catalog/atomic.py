@@ -26,6 +26,14 @@ class AtomicTest(TestSpec):
         """Shared-memory atomics run at the core clock (their bound is the banks' word a clock)."""
         return self.space == "shared"
 
+    def operand_types(self, variant: Variant | None = None) -> tuple[str, ...]:
+        """A variant's add is of its element type: an integer add where the variant claims a float
+        one, or a 64-bit one, is another test's work. A 32-bit integer add is the same bits signed
+        or not (SPIR-V's OpAtomicIAdd on an int is i32)."""
+        if variant is None:
+            return ()
+        return ("u32", "i32") if variant.name == "u32" else (variant.name,)
+
     def per_item(self, variant: Variant) -> float:
         return variant.ops_per_step
 

@@ -50,6 +50,11 @@ class TestSpec:
     def higher_is_better(self) -> bool:
         return self.unit not in ("ns", "us")
 
+    def operand_types(self, variant: Variant | None = None) -> tuple[str, ...]:
+        """The types, as censuses name them, the loop of `variant` must compute in (the types
+        guard); empty where none are known. A family whose variants are types says so per variant."""
+        return ()
+
     def per_item(self, variant: Variant) -> float:
         """The unit's numerator (ops, bytes, loads, launches) one work item of `variant` counts;
         each family's descriptor says (a bare TestSpec counts an item as one unit of work)."""
@@ -76,6 +81,9 @@ class ComputeTest(TestSpec):
     widened: tuple[str, ...] = field(default=(), kw_only=True)
     pieces: bool = field(default=False, kw_only=True)
     clocked = True
+
+    def operand_types(self, variant: Variant | None = None) -> tuple[str, ...]:
+        return self.operands
 
     def per_item(self, variant: Variant) -> float:
         return variant.ops_per_step

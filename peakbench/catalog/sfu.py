@@ -22,6 +22,9 @@ class SfuTest(TestSpec):
     """One special function; `function` names it for the kernels (rcp, rsqrt, sqrt, exp2, log2, sin)."""
     clocked = True
 
+    def operand_types(self, variant: Variant | None = None) -> tuple[str, ...]:
+        return ("f32",)         # every function here is the FP32 one: a half- or double-precision path is another
+
     @property
     def function(self) -> str:
         return self.name.split(".")[1]

@@ -416,6 +416,21 @@ def atomic_kind(opcode: str) -> str | None:
     return None
 
 
+def operation_type(opcode: str) -> str:
+    """The type an atomic add or special function works in, from its name: ds_add_u32 "u32",
+    global_atomic_add_f32 "f32", global_atomic_pk_add_f16 "f16x2", global_atomic_add_x2 "u64",
+    v_rcp_f32 "f32"; an atomic that names none (gfx9's global_atomic_add) adds 32-bit integers."""
+    words = base(opcode).split("_")
+    found = next((w for w in reversed(words) if re.fullmatch(r"[fuib](16|32|64)", w)), None)
+    if "x2" in words:
+        return "u64" if found in (None, "u32", "i32", "b32") else found
+    if found and "pk" in words:
+        return f"{found}x2"
+    if found in ("i32", "b32"):        # a 32-bit integer add is the same bits signed or not
+        return "u32"
+    return found or ("u32" if atomic_kind(opcode) else "f32")
+
+
 def operation_census(kernel: Kernel | None, kind: str, source: str = "AMDGPU") -> LoopCensus:
     """The atomic adds (kind "atomic") or special-function instructions ("special") of a kernel's
     loop body, one op a lane each; a compare-and-swap anywhere in the kernel is its form."""
@@ -428,8 +443,8 @@ def operation_census(kernel: Kernel | None, kind: str, source: str = "AMDGPU") -
     else:
         ops = {op: n for op, n in sorted(kernel.loop_counts.items()) if op.startswith(SPECIAL)}
         cas = False
-    return LoopCensus(ops, sum(ops.values()), frozenset(), source, "" if ops else f"no {kind} instruction in the loop",
-                      frozenset({"compare-and-swap"} if cas else ()))
+    return LoopCensus(ops, sum(ops.values()), frozenset(map(operation_type, ops)), source,
+                      "" if ops else f"no {kind} instruction in the loop", frozenset({"compare-and-swap"} if cas else ()))
 
 
 def memory_census(kernel: Kernel | None, source: str = "AMDGPU", space: str = "memory") -> LoopCensus:

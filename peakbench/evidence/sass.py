@@ -222,6 +222,18 @@ def memory_census(listing: str | None, source: str = "SASS", space: str = "memor
 ATOMIC = {"RED", "REDG", "REDAS", "ATOM", "ATOMG", "ATOMS"}
 AGGREGATION = {"REDUX", "MATCH"}
 SPECIAL = {"MUFU"}              # one special-function result a lane
+# The type of an atomic or MUFU by its modifiers; none names a 32-bit integer add (a signed one,
+# .S32, adds the same bits) or an FP32 function. RCP64H and RSQ64H are the FP64 seeds.
+OPERATION_TYPES = {"F32": "f32", "F64": "f64", "F16x2": "f16x2", "BF16x2": "bf16x2", "F16": "f16",
+                   "64": "u64", "U64": "u64", "S64": "u64", "RCP64H": "f64", "RSQ64H": "f64"}
+
+
+def operation_type(opcode: str) -> str:
+    """"u32" for REDG.E.ADD.STRONG.GPU, "f32" for RED.E.ADD.F32.FTZ.RN or MUFU.RCP, "f64" for
+    MUFU.RCP64H."""
+    family, *mods = opcode.split(".")
+    found = next((OPERATION_TYPES[m] for m in mods if m in OPERATION_TYPES), None)
+    return found or ("f32" if family in SPECIAL else "u32")
 
 
 def operation_census(listing: str | None, kind: str, source: str = "SASS") -> LoopCensus:
@@ -252,9 +264,14 @@ def operation_census(listing: str | None, kind: str, source: str = "SASS") -> Lo
             if not steps:
                 return LoopCensus({}, 0, frozenset(), source, f"aggregated atomics ({', '.join(ops)}) with no MATCH"
                                   " a step: the steps are not told apart", frozenset(forms))
-            return LoopCensus(dict(sorted(ops.items())), steps, frozenset(), source, "", frozenset(forms))
+            return LoopCensus(dict(sorted(ops.items())), steps, typed(found(loop)), source, "", frozenset(forms))
     note = "" if ops else f"no {kind} instruction in a loop"
-    return LoopCensus(dict(sorted(ops.items())), sum(ops.values()), frozenset(), source, note, frozenset(forms))
+    return LoopCensus(dict(sorted(ops.items())), sum(ops.values()), typed(ops), source, note, frozenset(forms))
+
+
+def typed(ops: dict[str, int]) -> frozenset:
+    """The types of a census's atomics or special functions (operation_type)."""
+    return frozenset(operation_type(op) for op in ops)
 
 
 # An MMA opcode's operand types by its modifiers: HMMA.16816.F32.BF16 is bf16 into f32,

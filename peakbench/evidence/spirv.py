@@ -249,7 +249,8 @@ def count_operations(code: bytes, kind: str) -> LoopCensus:
     ops = next((ops for ops in map(found, _innermost_loops(blocks)) if ops), {})
     forms = frozenset({"compare-and-swap"} if any(op == "OpAtomicCompareExchange" for _, op, _ in lines) else ())
     why = "" if ops else f"no {kind} instruction in a loop"
-    return LoopCensus(dict(sorted(ops.items())), sum(ops.values()), frozenset(), "SPIR-V",
+    kinds = frozenset(key.split()[1] for key in ops if " " in key)      # "OpAtomicIAdd u32": u32
+    return LoopCensus(dict(sorted(ops.items())), sum(ops.values()), kinds, "SPIR-V",
                       "; ".join(filter(None, [note, why])), forms)
 
 

@@ -126,23 +126,23 @@ def uncounted(test, census) -> str | None:
     return None
 
 
-def wanted(test, census) -> set[str] | None:
-    """The operand types the test's loop may compute in, as this census names them."""
+def wanted(test, census, variant=None) -> set[str] | None:
+    """The operand types the test's loop (of `variant`) may compute in, as this census names them."""
     if test.family == "matrix":
         a, c = (MATRIX_ELEMENTS.get(t) for t in test.types)
         return {f"{a}.{c}"} if a and c else None
-    operands = getattr(test, "operands", ())
+    operands = test.operand_types(variant)
     if not operands:
         return None
     machine = census.source.split()[0] != PORTABLE
-    return set(operands) | (set(test.widened) if machine else set())
+    return set(operands) | (set(getattr(test, "widened", ())) if machine else set())
 
 
 def types(test, variant, census) -> tuple[str | None, str]:
     """(problem, evidence) of the loop's operand types against the test's dtype."""
     if uncounted(test, census):
         return None, uncounted(test, census)
-    want = wanted(test, census)
+    want = wanted(test, census, variant)
     if want is None and test.family == "compute":
         return f"the catalog names no operand types for {test.dtype} (its ComputeTest's operands)", \
             f"{', '.join(sorted(census.types))} ({census.source})"
@@ -152,7 +152,9 @@ def types(test, variant, census) -> tuple[str | None, str]:
     seen = f"{', '.join(found)} ({census.source})"
     elements = {element(t) for t in found}
     if not elements <= want or not elements & set(getattr(test, "required", ()) or want):
-        return (f"module does {' and '.join(found)} arithmetic; test {test.name} is {test.dtype}"
+        # where the type is the variant's (an atomic's u32 or f32), the variant's name says it
+        claimed = variant.name if variant is not None and test.operand_types(variant) != test.operand_types() else test.dtype
+        return (f"module does {' and '.join(found)} arithmetic; test {test.name} is {claimed}"
                 f" ({' and '.join(sorted(want))})"), seen
     packed = getattr(test, "packed", 1)
     scalar = [t for t in found if element(t) != "i8x4" and (int(t.split("x")[1]) if "x" in t else 1) < packed]
