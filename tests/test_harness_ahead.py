@@ -59,10 +59,11 @@ def test_the_selection_is_compiled_ahead_and_the_run_compiles_nothing(vulkan_dev
     monkeypatch.setenv("PEAKBENCH_CACHE", str(tmp_path))
     tests = quick_tests("compute.fp32", "compute.int32", "sfu.rsqrt", "memory.read", "launch.overhead")
     settings = Settings.quick()
-    wanted = ahead.requests(vulkan_device, tests, settings)
+    by_test = ahead.requests(vulkan_device, tests, settings)
+    wanted = {r for requests in by_test.values() for r in requests}
     sources = {r.source for r in wanted}
     assert {"alu_fma.comp", "sfu.comp", "mem_stream.comp", "empty.comp"} <= sources, sources
-    assert len(wanted) == len(set(wanted)), "each request once"
+    assert all(len(rs) == len(set(rs)) for rs in by_test.values()), "each request once a test"
     made = ahead.compile_ahead(vulkan_device, tests, settings)
     assert made.kernels == len(wanted) and made.failed == 0 and "compiled" in made.describe()
     # with every module in the cache, the run never starts a compiler
@@ -117,21 +118,52 @@ def test_rocm_code_objects_made_ahead_are_the_ones_the_run_loads(rocm_device, fa
 
 
 def test_the_slowest_request_is_named_as_the_floor_of_the_wait():
-    import time
-
-    class Slow:
-        """A device whose compiler takes 0.3 s for sfu.sin's kernel and 0.01 s for any other."""
-        def support(self, test):
-            return None
-
-        def variants(self, test):
-            return test.variants
-
-        def plan(self, test, variant, spec=None):
-            return [Request("k.comp", (), "main", 1, "", test.name)]
-
-        def prefetch(self, request):
-            time.sleep(0.3 if request.label == "sfu.sin" else 0.01)
     made = ahead.compile_ahead(Slow(), quick_tests("compute.fp32", "sfu.sin", "sfu.rcp"), Settings.quick())
     assert made.kernels == 3 and made.longest[0] == "sfu.sin" and 0.3 <= made.longest[1] <= made.seconds
     assert "(the longest, sfu.sin, 0.3 s)" in made.describe()
+
+
+class Slow:
+    """A device whose compiler takes 0.3 s for sfu.sin's kernel and 0.01 s for any other."""
+    def support(self, test):
+        return None
+
+    def variants(self, test):
+        return test.variants
+
+    def plan(self, test, variant, spec=None):
+        return [Request("k.comp", (), "main", 1, "", test.name)]
+
+    def prefetch(self, request):
+        import time
+        time.sleep(0.3 if request.label == "sfu.sin" else 0.01)
+
+
+def test_a_test_waits_for_its_own_kernels_while_the_rest_are_made():
+    import time
+    tests = quick_tests("compute.fp32", "sfu.sin", "sfu.rcp")
+    pending = ahead.start(Slow(), tests, Settings.quick())
+    began = time.perf_counter()
+    pending.wait_for(tests[0])
+    assert time.perf_counter() - began < 0.2 and not pending.done(), "compute.fp32 waited for sfu.sin's kernel"
+    pending.wait_for(tests[1])
+    assert pending.futures[pending.by_test["sfu.sin"][0]].done()
+    made = pending.finish()
+    assert made.kernels == 3 and made.failed == 0 and 0.3 <= made.seconds < 1.0
+
+
+def test_the_run_drains_the_pool_before_a_host_timed_test(rocm_device, fakes, monkeypatch, tmp_path, capsys):
+    # on a GPU (the fake MI300X) the tests start while the pool compiles; a test the host times
+    # waits for all of it. The tests themselves are not what is tested here: each is unsupported.
+    from peakbench import cli
+    from peakbench.harness import session
+    from peakbench.report.result import Result
+    monkeypatch.setenv("PEAKBENCH_CACHE", str(tmp_path))
+    monkeypatch.setattr(session, "run_test", lambda device, test, *a: Result(test.name, "unsupported", test.unit,
+                                                                               reason="[api] not measured here"))
+    monkeypatch.setattr(ahead.Pending, "done", lambda self: False)     # as a pool still compiling
+    cli.main(["--backend", "rocm", "--quick", "--tests", "compute.fp32,compute.int32,launch.overhead"])
+    err = capsys.readouterr().err
+    started = err.index("kernels ahead on")
+    assert "each test waiting for its own" in err[started:err.index("\n", started)], err
+    assert err.index("compute.fp32 ...") < err.index("] compiled ") < err.index("launch.overhead ..."), err

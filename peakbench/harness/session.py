@@ -21,7 +21,7 @@ from peakbench.evidence.sass_rules import multiply_add_bound
 from peakbench import telemetry
 from peakbench.harness import guards
 from peakbench.harness import runner, stability
-from peakbench.harness.ahead import compile_ahead
+from peakbench.harness import ahead
 from peakbench.harness.runner import Load, Settings, VariantResult
 from peakbench.harness.stats import round_significant
 from peakbench.report import compare, render, verdict
@@ -361,16 +361,26 @@ class Session:
             return
         sampler, load = Sampler.for_device(info), Load()
         began = time.perf_counter()
+        pending = None
+        tag = f"[{backend.name}:{index}]"
         try:
             try:                    # only saves time: the tests compile what it did not
-                made = compile_ahead(device, tests, settings, spec)
+                pending = ahead.start(device, tests, settings, spec)
             except Exception as e:
-                made = None
-                progress(f"[{backend.name}:{index}] compiling ahead stopped: {describe(e)}")
-            if made:
-                progress(f"[{backend.name}:{index}] {made.describe()}")
+                progress(f"{tag} compiling ahead stopped: {describe(e)}")
+            if pending and info.kind == "cpu":       # a CPU device's kernels share the compilers' cores
+                progress(f"{tag} {pending.finish().describe()}")
+                pending = None
+            elif pending:
+                progress(f"{tag} compiling {pending.kernels} kernels ahead on {pending.workers} threads,"
+                         " each test waiting for its own")
             for test in tests:
-                progress(f"[{backend.name}:{index}] {test.name} ...")
+                if pending and (test.family in ahead.HOST_TIMED or pending.done()):
+                    progress(f"{tag} {pending.finish().describe()}")
+                    pending = None
+                elif pending:
+                    pending.wait_for(test)
+                progress(f"{tag} {test.name} ...")
                 result = run_test(device, test, settings, progress, spec, sampler, load)
                 try:
                     result = with_spec(result, spec)
@@ -388,6 +398,11 @@ class Session:
                 self.save()
             progress(f"[{backend.name}:{index}] {len(tests)} tests in {time.perf_counter() - began:.1f} s")
         finally:
+            if pending:             # no compiler may outlive its device
+                try:
+                    progress(f"{tag} {pending.finish(cancel=True).describe()}")
+                except Exception as e:
+                    progress(f"{tag} compiling ahead stopped: {describe(e)}")
             if sampler is not None:
                 sampler.close()
             try:

@@ -26,11 +26,12 @@ import numpy; mark("numpy imported")
 if "cuda" in sys.argv:
     import cupy; mark("cupy imported")
 from peakbench import cli; mark("cli imported")
-from peakbench.harness import session
+from peakbench.harness import ahead, session
 from peakbench import telemetry
 wrap(cli, "open_backends", "open_backends")
 wrap(telemetry, "health", "health")
-wrap(session, "compile_ahead", "compile_ahead")
+wrap(ahead, "start", "compile-ahead started")
+wrap(ahead.Pending, "finish", "compile-ahead drained")
 wrap(session.Session, "write_outputs", "write_outputs")
 orig = session.run_test
 first = [True]
