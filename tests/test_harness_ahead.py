@@ -167,3 +167,14 @@ def test_the_run_drains_the_pool_before_a_host_timed_test(rocm_device, fakes, mo
     started = err.index("kernels ahead on")
     assert "each test waiting for its own" in err[started:err.index("\n", started)], err
     assert err.index("compute.fp32 ...") < err.index("] compiled ") < err.index("launch.overhead ..."), err
+
+
+def test_a_run_that_ends_early_drops_the_requests_not_started(monkeypatch):
+    # one worker, three requests of 0.3 s: the first is running when the run ends, the others dropped
+    import time
+    monkeypatch.setattr(ahead, "workers", lambda: 1)
+    slow = Slow()
+    slow.prefetch = lambda request: time.sleep(0.3)
+    pending = ahead.start(slow, quick_tests("sfu.sin", "compute.fp32", "sfu.rcp"), Settings.quick())
+    made = pending.finish(cancel=True)
+    assert made.workers == 1 and made.kernels == 1 and made.failed == 0, made

@@ -101,14 +101,14 @@ class Pending:
         return all(f.done() for f in self.futures.values())
 
     def finish(self, cancel: bool = False) -> Ahead:
-        """Wait for the pool (`cancel`: drop the requests not started) and say what it made, in
-        the seconds from its start to its last request's end."""
+        """Wait for the pool (`cancel`: drop the requests not started, which it then does not
+        count) and say what it made, in the seconds from its start to its last request's end."""
         self.pool.shutdown(wait=True, cancel_futures=cancel)
         ran = [(r, f) for r, f in self.futures.items() if not f.cancelled()]
         failed = sum(1 for _, f in ran if f.exception() is not None)
         took = [(r.label or r.entry, *f.result()) for r, f in ran if f.exception() is None]
         ended = max((end for _, _, end in took), default=time.perf_counter())
-        return Ahead(len(self.futures), failed, self.workers, ended - self.began,
+        return Ahead(len(ran), failed, self.workers, ended - self.began,
                      max(((label, t) for label, t, _ in took), key=lambda x: x[1]) if took else None)
 
 
