@@ -176,5 +176,7 @@ def test_a_run_that_ends_early_drops_the_requests_not_started(monkeypatch):
     slow = Slow()
     slow.prefetch = lambda request: time.sleep(0.3)
     pending = ahead.start(slow, quick_tests("sfu.sin", "compute.fp32", "sfu.rcp"), Settings.quick())
+    while not any(f.running() or f.done() for f in pending.futures.values()):
+        time.sleep(0.01)
     made = pending.finish(cancel=True)
     assert made.workers == 1 and made.kernels == 1 and made.failed == 0, made
