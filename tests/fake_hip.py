@@ -46,6 +46,7 @@ class hiprtcResult(enum.IntEnum):
     HIPRTC_ERROR_COMPILATION = 6
 
 
+TIMER_TICK_MS = 1e-6      # a nanosecond, added to event times in turn (hipEventElapsedTime)
 MARK = b"\0fake-hip-module\0"      # after a code object: what the fake module loader reads
 
 
@@ -172,6 +173,7 @@ class FakeHip(_Api):
         self.devices = [mi300x()] if devices is None else devices
         self.memory: dict[int, bytearray] = {}
         self.elapsed_ms = elapsed_ms          # a number, or a function of the last launch
+        self._elapsed_reads = 0
         self.kernels: dict = {}               # kernel name -> fn(fake, launch) that plays it
         self.launches: list[dict] = []
         self._next, self._serial = 0x7F00_0000_0000, 0
@@ -248,6 +250,9 @@ class FakeHip(_Api):
         wait for it (the timer guard holds the fake to that too)."""
         ms = self.elapsed_ms
         ms = float(ms(self.launches[-1]) if callable(ms) else ms)
+        # a real timer's tick of jitter: no two launches read the same to the bit (guards.timer)
+        self._elapsed_reads += 1
+        ms += TIMER_TICK_MS * (self._elapsed_reads % 3)
         time.sleep(max(0.0, ms) * 1e-3)
         return ms
 

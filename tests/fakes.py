@@ -15,6 +15,9 @@ from peakbench.backend import DeviceInfo
 from peakbench.workload import Sweep, Workload
 
 
+TIMER_TICK_S = 1e-9
+
+
 class FakeClock:
     def __init__(self, start: float = 1000.0):
         self.now = start
@@ -55,7 +58,8 @@ class FakeWorkload(Workload):
     def run(self, size: int) -> float:
         if self.fail_on_run is not None and len(self.sizes) == self.fail_on_run:
             raise RuntimeError("device lost during launch")
-        seconds = self.seconds(size) * next(self._noise)
+        # a real timer's tick of jitter: no two launches read the same to the bit (guards.timer)
+        seconds = self.seconds(size) * next(self._noise) + TIMER_TICK_S * (len(self.sizes) % 3)
         self.starts.append(self.clock() if self.clock else 0.0)
         self.sizes.append(size)
         if self.clock:

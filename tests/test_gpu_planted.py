@@ -5,6 +5,7 @@ words each guard prints there; here the machine code (SASS, the Vulkan driver's 
 the guards read, so only the guard is asserted. PEAKBENCH_PLANTED_OUT=DIR keeps each run's JSON."""
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from pathlib import Path
@@ -94,32 +95,47 @@ def test_host_counts_of_loads_gemm_ops_and_transfer_bytes_off_by_two_fail(tmp_pa
     assert_failed_by(r, ("cycles", "clock-ceiling", "bound"))
 
 
-def lossy(launch):
+def lossy(launch, jitter_s: float = 0.0):
     """A launch that skips a long launch identical to the one before, waits as long as that one
-    took and reports its time (a command buffer or graph thought still valid)."""
-    last = {}
+    took and reports its time (a command buffer or graph thought still valid), plus `jitter_s` in
+    turn (a timer's tick)."""
+    last, ticks = {}, itertools.cycle((0, 1, 2))
 
     def planted(self, kernel, grid, args, repeat=1, **kw):
         scalars = [int(a) for a in args if type(a).__module__ == "numpy"]
         key = (kernel.name, str(grid), tuple(scalars), repeat)
         if (repeat > 2 or any(s > 2 for s in scalars)) and last.get("key") == key:
             time.sleep(last["seconds"])
-            return last["seconds"]
+            return last["seconds"] + jitter_s * next(ticks)
         last.update(key=key, seconds=launch(self, kernel, grid, args, repeat, **kw))
         return last["seconds"]
     return planted
 
 
-def test_launches_lost_after_the_first_fail(tmp_path, monkeypatch, backends):
+def plant_lost_launches(monkeypatch, jitter_s: float = 0.0) -> None:
     from peakbench.cuda.runtime import CudaRuntime
     from peakbench.vulkan.runtime import VulkanRuntime
     for cls in (VulkanRuntime, CudaRuntime):
-        monkeypatch.setattr(cls, "launch", lossy(cls.launch))
+        monkeypatch.setattr(cls, "launch", lossy(cls.launch, jitter_s))
+
+
+def test_launches_lost_after_the_first_fail(tmp_path, monkeypatch, backends):
+    """The replayed time itself (timer), also where each launch leaves the same output (a special
+    function's, a cache read's, a shared-memory atomic's, the ALU's)."""
+    plant_lost_launches(monkeypatch)
     r = planted_run(tmp_path, monkeypatch, backends, "launches-lost", "atomic.global_add,atomic.global_add_contended,"
-                                                                     "memory.update")
+                    "memory.update,sfu.rcp,atomic.shared_add,memory.l2,compute.fp32")
     # memory.update's coverage check sums its destination with launches of its own on the GPU
     # (stream.lane_sums), the second of them the first's twin: lost, it fails there, before timing
     assert_failed_by(r, ("measured", "timer", "coverage"))
+
+
+def test_launches_lost_behind_a_jittered_time_fail(tmp_path, monkeypatch, backends):
+    """The replayed time given a tick of jitter passes the timer: what the timed launches left."""
+    plant_lost_launches(monkeypatch, jitter_s=1e-9)
+    r = planted_run(tmp_path, monkeypatch, backends, "launches-lost-jittered",
+                    "atomic.global_add,atomic.global_add_contended,memory.update")
+    assert_failed_by(r, ("measured", "coverage"))
 
 
 def test_a_launch_path_that_does_not_wait_fails(tmp_path, monkeypatch, backends):

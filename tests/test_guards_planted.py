@@ -363,26 +363,45 @@ def test_a_host_count_of_atomics_or_function_results_off_by_two_fails_the_work_g
         assert_caught(t, "work", words)
 
 
-@lavapipe
-def test_launches_lost_after_the_first_fail_the_measured_guard(tmp_path, monkeypatch):
-    # A runtime that skips a long launch identical to the one before (a command buffer thought
-    # still valid), waiting as long as the earlier one took and reporting its time: the checks at
-    # 1 and 2 iterations or passes and the timer pass; the timed launches are lost. An atomic
-    # buffer sums every launch, an update's destination every pass.
+def plant_lost_launches(monkeypatch, jitter_s: float = 0.0) -> None:
+    """A runtime that skips a long launch identical to the one before (a command buffer thought
+    still valid), waiting as long as the earlier one took and reporting its time (plus `jitter_s`
+    in turn, a timer's tick): the checks at 1 and 2 iterations or passes and the timer's GPU/wall
+    pass; the timed launches are lost."""
+    import itertools
     import time
     from peakbench.vulkan.device import Buffer
     from peakbench.vulkan.runtime import VulkanRuntime
-    launch, last = VulkanRuntime.launch, {}
+    launch, last, ticks = VulkanRuntime.launch, {}, itertools.cycle((0, 1, 2))
 
     def lossy(self, kernel, grid, args, repeat=1):
         key = (kernel.name, grid, tuple(str(a) for a in args), repeat)
         long = repeat > 2 or any(int(a) > 2 for a in args if not isinstance(a, Buffer))
         if long and last.get("key") == key:
             time.sleep(last["seconds"])
-            return last["seconds"]
+            return last["seconds"] + jitter_s * next(ticks)
         last.update(key=key, seconds=launch(self, kernel, grid, args, repeat))
         return last["seconds"]
     monkeypatch.setattr(VulkanRuntime, "launch", lossy)
+
+
+@lavapipe
+def test_launches_lost_after_the_first_fail_the_timer_guard_as_a_replayed_time(tmp_path, monkeypatch):
+    # The tests whose launches each leave the same output (a special function's, a cache read's, a
+    # shared-memory atomic's, the ALU's) see nothing else of the lost launches.
+    plant_lost_launches(monkeypatch)
+    tests = "sfu.rcp,atomic.shared_add,memory.l2,compute.fp32,atomic.global_add"
+    r = run_inprocess(tmp_path, monkeypatch, tests)
+    assert set(r) == set(tests.split(","))
+    for t in r.values():
+        assert_caught(t, "timer", "to the last bit: a time replayed, not measured")
+
+
+@lavapipe
+def test_launches_lost_after_the_first_behind_a_jittered_time_fail_the_measured_guard(tmp_path, monkeypatch):
+    # The replayed time given a tick of jitter passes the timer; an atomic buffer sums every
+    # launch, an update's destination every pass.
+    plant_lost_launches(monkeypatch, jitter_s=1e-9)
     r = run_inprocess(tmp_path, monkeypatch, "atomic.global_add,atomic.global_add_contended,memory.update")
     for name in ("atomic.global_add", "atomic.global_add_contended"):
         assert_caught(r[name], "measured", "iterations launched since the check", "differ from the host's sums")

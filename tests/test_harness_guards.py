@@ -27,11 +27,16 @@ def test_a_low_clock_reading_is_a_note_not_a_failure():
 
 
 # -- timer ---------------------------------------------------------------------------------------
+def launches(gpu_s: float, wall_s: float, n: int) -> list[tuple[float, float]]:
+    """n launches of about gpu_s, a nanosecond apart as a real timer's are (no two alike to the bit)."""
+    return [(gpu_s + i * 1e-9, wall_s) for i in range(n)]
+
+
 def test_a_busy_host_adds_wall_time_but_is_no_fast_timer():
     # lavapipe under load: most launches waited for the CPU, one did not
-    timing = [(0.00425, 0.0126)] * 9 + [(0.00425, 0.0045)]
+    timing = launches(0.00425, 0.0126, 9) + [(0.00425, 0.0045)]
     problem, text = guards.timer(timing)
-    assert problem is None and text == "GPU/wall 0.337 over 10 launches, at most 0.944 over 10 of 2 ms GPU time"
+    assert problem is None and text == "GPU/wall 0.337 over 10 launches, at most 0.944 over 10 of 2 ms GPU time, 9 distinct"
 
 
 def test_a_timer_fast_in_every_launch_fails():
@@ -41,19 +46,19 @@ def test_a_timer_fast_in_every_launch_fails():
 
 
 def test_on_a_gpu_a_timer_twice_as_fast_fails_where_a_cpu_device_may_read_so():
-    timing = [(0.02, 0.05)] * 5                   # GPU/wall 0.4: a loaded lavapipe reads 0.33-0.38
+    timing = launches(0.02, 0.05, 5)              # GPU/wall 0.4: a loaded lavapipe reads 0.33-0.38
     assert guards.timer(timing, cpu_device=True)[0] is None
     assert guards.timer(timing, cpu_device=False)[0] == (
         "GPU time 20 ms for a launch whose host wall time was 50 ms: the GPU timer runs fast"
         " (GPU/wall at most 0.40 over 5 launches, at least 0.5)")
-    assert guards.timer([(0.0198, 0.0201)] * 5, cpu_device=False)[0] is None      # an H200 launch
+    assert guards.timer(launches(0.0198, 0.0201, 5), cpu_device=False)[0] is None      # an H200 launch
 
 
 def test_a_shortfall_a_busy_host_can_cause_is_no_fast_timer():
     # lavapipe with every core loaded: a 3.1 ms copy took 12.2 ms, a 28.5 ms dispatch 74.4 ms, a
     # 0.07 ms dispatch 2.2 ms
-    assert guards.timer([(0.0031, 0.0122)] * 10)[0] is None
-    assert guards.timer([(0.0285, 0.0744)] * 10)[0] is None
+    assert guards.timer(launches(0.0031, 0.0122, 10))[0] is None
+    assert guards.timer(launches(0.0285, 0.0744, 10))[0] is None
     assert guards.timer([(0.00007, 0.0022)] * 5) == (None, "GPU/wall 0.032 over 5 launches")     # judged for slow only
 
 
@@ -71,7 +76,20 @@ def test_a_slow_timer_is_caught_where_the_launches_it_calibrated_are_short_in_wa
     # A timer 10x slow makes a 5 ms sample 0.5 ms of wall time: judged by its GPU time.
     problem, _ = guards.timer([(0.005, 0.0005)] * 5)
     assert problem and "the GPU timer runs slow (GPU/wall 10.00, at most 1.05" in problem
-    assert guards.timer([(0.0049, 0.0050)] * 5)[0] is None       # a true one: GPU time within wall time
+    assert guards.timer(launches(0.0049, 0.0050, 5))[0] is None       # a true one: GPU time within wall time
+
+
+def test_long_launches_all_alike_to_the_bit_are_a_replayed_time_and_fail():
+    # a runtime that lost the launches after the first, sleeping as long and reporting its time again
+    problem, evidence = guards.timer([(0.0049713, 0.0050122)] * 5, cpu_device=False)
+    assert problem == evidence == ("all 5 launches of 2 ms GPU time or more read 4.9713 ms to the last bit:"
+                                   " a time replayed, not measured (launches lost and the first one's time"
+                                   " reported again, or a timer query read stale)")
+    # one launch apart by a tick is a timer read; two launches alike are too few to tell
+    assert guards.timer([(0.0049713, 0.0050122)] * 4 + [(0.0049718, 0.0050122)])[0] is None
+    assert guards.timer([(0.0049713, 0.0050122)] * 2)[0] is None
+    # short launches, whose times a coarse timer may round alike, are not judged
+    assert guards.timer([(0.0001, 0.0021)] * 5)[0] is None
 
 
 # -- types and work on the census --------------------------------------------------------------

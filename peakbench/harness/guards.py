@@ -55,6 +55,9 @@ MIN_TIMER_RATIO = 0.25
 MIN_TIMER_RATIO_GPU = 0.5
 # Above 1 by the timers' resolution: a timestamp period, a CUDA event's ~0.5 us.
 MAX_TIMER_RATIO = 1.05
+# Launches of MIN_WALL_S or more whose GPU times all agree to the bit, from which on the timer is
+# replayed (_replayed).
+REPLAYED_LAUNCHES = 3
 # A fast timer's launch is also this much short of its wall time: a few milliseconds of scheduling
 # delay on a short launch (a 3.1 ms copy in 12.2 ms on a loaded lavapipe) is not one; a timer ten
 # times fast at the quick run's 5 ms samples is 45 ms short.
@@ -236,7 +239,8 @@ def timer(timing: list[tuple[float, float]], cpu_device: bool = True) -> tuple[s
     busy host can add (of launches of MIN_WALL_S GPU time or more); one runs slow when any launch
     of MIN_WALL_S GPU or wall time or more took longer on the GPU than between its submission and
     its end, which no launch can (a slow timer makes the launches it calibrates shorter than
-    MIN_WALL_S of wall time; a loaded host can stretch the typical one's wall time past it).
+    MIN_WALL_S of wall time; a loaded host can stretch the typical one's wall time past it); one
+    is replayed when its long launches all read alike to the bit (_replayed).
     `cpu_device`: the device runs on the host's cores (lavapipe), whose load slows its launches."""
     least = MIN_TIMER_RATIO if cpu_device else MIN_TIMER_RATIO_GPU
     by_gpu = [(g, w) for g, w in timing if g >= MIN_WALL_S]
@@ -258,8 +262,26 @@ def timer(timing: list[tuple[float, float]], cpu_device: bool = True) -> tuple[s
         if g / w < least and w - g > HOST_DELAY_S:
             return (f"{shown(best)}: the GPU timer runs fast (GPU/wall at most {g / w:.2f} over {len(by_gpu)}"
                     f" launches, at least {least})"), shown(best)
-        text.append(f"at most {g / w:.3f} over {len(by_gpu)} of {MIN_WALL_S * 1e3:g} ms GPU time")
+        replayed = _replayed(by_gpu)
+        if replayed:
+            return replayed, replayed
+        text.append(f"at most {g / w:.3f} over {len(by_gpu)} of {MIN_WALL_S * 1e3:g} ms GPU time,"
+                    f" {len({g for g, _ in by_gpu})} distinct")
     return None, ", ".join(text)
+
+
+def _replayed(by_gpu: list[tuple[float, float]]) -> str | None:
+    """A timer that reads the same GPU time to the last bit for every long launch is replayed, not
+    read: a runtime that lost the launches after the first and reported its time again (sleeping
+    as long, so the wall time agrees), or a timer query read stale. No two launches of
+    MIN_WALL_S agree that closely on a real timer (a Vulkan timestamp counts nanoseconds, a CUDA
+    event about half a microsecond); where a launch's output does not add up over launches (a
+    special function, a cache read), nothing else sees the lost ones."""
+    if len(by_gpu) < REPLAYED_LAUNCHES or len({g for g, _ in by_gpu}) > 1:
+        return None
+    return (f"all {len(by_gpu)} launches of {MIN_WALL_S * 1e3:g} ms GPU time or more read {by_gpu[0][0] * 1e3:.6g} ms"
+            f" to the last bit: a time replayed, not measured (launches lost and the first one's time"
+            f" reported again, or a timer query read stale)")
 
 
 def at_counts(counts: tuple[int, ...], check, noun: str, evidence: dict) -> str | None:
