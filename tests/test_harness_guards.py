@@ -36,7 +36,8 @@ def test_a_busy_host_adds_wall_time_but_is_no_fast_timer():
     # lavapipe under load: most launches waited for the CPU, one did not
     timing = launches(0.00425, 0.0126, 9) + [(0.00425, 0.0045)]
     problem, text = guards.timer(timing)
-    assert problem is None and text == "GPU/wall 0.337 over 10 launches, at most 0.944 over 10 of 2 ms GPU time, 9 distinct"
+    assert problem is None and text == ("GPU/wall 0.337 over 10 launches, at most 0.944 over 10 of 2 ms GPU time,"
+                                        " 9 GPU times in 10 launches of its size")
 
 
 def test_a_timer_fast_in_every_launch_fails():
@@ -80,16 +81,21 @@ def test_a_slow_timer_is_caught_where_the_launches_it_calibrated_are_short_in_wa
 
 
 def test_long_launches_all_alike_to_the_bit_are_a_replayed_time_and_fail():
-    # a runtime that lost the launches after the first, sleeping as long and reporting its time again
-    problem, evidence = guards.timer([(0.0049713, 0.0050122)] * 5, cpu_device=False)
-    assert problem == evidence == ("all 5 launches of 2 ms GPU time or more read 4.9713 ms to the last bit:"
+    # a runtime that lost the launches after the first, sleeping as long and reporting its time again:
+    # calibration's last launch, four of warm-up and five timed
+    timing = [(0.0049713, 0.0050122)] * 5
+    problem, evidence = guards.timer(timing, cpu_device=False, launches=[0.0049713] * 10)
+    assert problem == evidence == ("all 10 launches of its size read 4.9713 ms of GPU time to the last bit:"
                                    " a time replayed, not measured (launches lost and the first one's time"
                                    " reported again, or a timer query read stale)")
-    # one launch apart by a tick is a timer read; two launches alike are too few to tell
-    assert guards.timer([(0.0049713, 0.0050122)] * 4 + [(0.0049718, 0.0050122)])[0] is None
-    assert guards.timer([(0.0049713, 0.0050122)] * 2)[0] is None
+    # one launch apart by a tick is a timer read, as are steady launches of which some read alike
+    problem, evidence = guards.timer(timing, cpu_device=False, launches=[0.0049713] * 9 + [0.0049714])
+    assert problem is None and evidence.endswith("2 GPU times in 10 launches of its size")
+    # too few launches to tell: without a warm-up's, the five samples alone
+    assert guards.timer(timing, cpu_device=False)[0] is None
+    assert guards.timer(timing * 2, cpu_device=False)[0].startswith("all 10 launches of its size read 4.9713 ms")
     # short launches, whose times a coarse timer may round alike, are not judged
-    assert guards.timer([(0.0001, 0.0021)] * 5)[0] is None
+    assert guards.timer([(0.0001, 0.0021)] * 5, launches=[0.0001] * 20)[0] is None
 
 
 # -- types and work on the census --------------------------------------------------------------

@@ -105,10 +105,14 @@ def test_a_shared_warm_up_still_runs_the_tests_own_kernel_for_own_warmup_s(clock
     assert w.starts[first_sample] - began >= 0.1 > w.starts[first_sample - 1] - began
 
 
-def test_no_warm_up_launches_when_the_time_has_passed(clock):
+def test_only_the_least_own_launches_when_the_warm_up_time_has_passed(clock):
     w = FakeWorkload(seconds_per_unit=1e-6, clock=clock)
     v = measure(w, 1, "TFLOPS", FAST, started=clock() - 10.0)     # the test began 10 s ago
-    assert len(w.sizes) == len(_calibration_sizes(1e-6, FAST)) + v.summary.samples
+    calibration = len(_calibration_sizes(1e-6, FAST))
+    assert len(w.sizes) == calibration + runner.OWN_LAUNCHES + v.summary.samples
+    # the timer guard reads them all, calibration's last launch among them
+    assert len(v.launches) == 1 + runner.OWN_LAUNCHES + v.summary.samples
+    assert set(w.sizes[calibration - 1:]) == {v.size}
 
 
 def test_settled_samples_stop_at_min_samples(clock):

@@ -23,6 +23,10 @@ from peakbench.workload import Sweep
 
 SCALE = {"TFLOPS": 1e12, "TOPS": 1e12, "GOPS": 1e9, "GB/s": 1e9}     # work per second in the unit
 PER = {"ns": 1e9, "us": 1e6}                            # the unit in a second (time per item)
+# The least launches of the measured size a variant runs before its samples, whatever its warm-up
+# time: with calibration's last and the fewest samples, enough for the timer guard to tell a
+# replayed time (guards.REPLAYED_LAUNCHES) from a steady one.
+OWN_LAUNCHES = 2
 
 
 def rate(items: int, seconds: float, per_item: float, unit: str) -> float:
@@ -186,6 +190,7 @@ class VariantResult:
     window: tuple | None = None                      # perf_counter() start and end of the timed samples
     times: list = field(default_factory=list)        # perf_counter() at each sample's end (a burn-in's series)
     clocks: list = field(default_factory=list)       # the clock read after each sample (None where unread)
+    launches: list = field(default_factory=list)     # GPU seconds of every launch of the measured size
     phases: dict = field(default_factory=dict)       # wall seconds of prepare, verify and measure
 
 
@@ -265,9 +270,11 @@ def measure(workload, per_item: float, unit: str, settings: Settings, started: f
     (see hold)."""
     own = time.perf_counter()
     burst = take_burst(workload, per_item, unit, clock, started) if workload.burst else None
-    size, _ = calibrate(workload.run, settings)
-    while time.perf_counter() - started < settings.warmup_s or time.perf_counter() - own < settings.own_warmup_s:
-        workload.run(size)
+    size, seconds = calibrate(workload.run, settings)
+    launches = [seconds]             # calibration's last, the warm-up's, the timed ones (the timer guard)
+    while (len(launches) <= OWN_LAUNCHES or time.perf_counter() - started < settings.warmup_s
+           or time.perf_counter() - own < settings.own_warmup_s):
+        launches.append(workload.run(size))
     warm_up = hold(workload, size, settings, clock, held_mhz) if held_mhz else None
     rates, clocks, timing, times = [], [], [], []
     t0 = time.perf_counter()
@@ -275,6 +282,7 @@ def measure(workload, per_item: float, unit: str, settings: Settings, started: f
         wall = time.perf_counter()
         seconds = workload.run(size)
         timing.append((seconds, time.perf_counter() - wall))     # for the timer guard
+        launches.append(seconds)
         times.append(time.perf_counter())
         if seconds <= 0:
             raise RuntimeError(f"the GPU timer read {seconds} s for a launch of size {size}")
@@ -288,7 +296,7 @@ def measure(workload, per_item: float, unit: str, settings: Settings, started: f
     evidence = {**workload.evidence, **({"warm_up": warm_up} if warm_up else {}), **({"burst": burst} if burst else {})}
     return VariantResult(workload.name, size, summarize(rates),
                          median(read) if read else None, dict(workload.params),
-                         evidence, rates, timing, (t0, time.perf_counter()), times, clocks)
+                         evidence, rates, timing, (t0, time.perf_counter()), times, clocks, launches)
 
 
 def take_burst(workload, per_item: float, unit: str, clock: Callable[[], float | None], started: float) -> dict:
@@ -366,26 +374,29 @@ def over_axis(workload, axis, per_item: float, unit: str, settings: Settings, cl
         value = VariantResult(workload.name, max(v.size for v in measured.values()),
                               summarize(medians), median(read) if read else None, dict(workload.params),
                               dict(workload.evidence), medians,
-                              [t for v in measured.values() for t in v.timing], (t0, time.perf_counter()))
+                              [t for v in measured.values() for t in v.timing], (t0, time.perf_counter()),
+                              launches=[g for v in measured.values() for g in v.launches])
     workload.over_points(measured, value)
     return value
 
 
 def fixed_samples(workload, count: int, per_item: float, unit: str, settings: Settings, clock) -> VariantResult:
     """Calibrated to sample_s, warmed up for min(warmup_s, budget_s), then `count` timed launches."""
-    size, _ = calibrate(workload.run, settings)
+    size, seconds = calibrate(workload.run, settings)
+    launches = [seconds]
     warm_until = time.perf_counter() + min(settings.warmup_s, settings.budget_s)
     while time.perf_counter() < warm_until:
-        workload.run(size)
+        launches.append(workload.run(size))
     rates, timing, t0 = [], [], time.perf_counter()
     for _ in range(count):
         wall = time.perf_counter()
         seconds = workload.run(size)
         timing.append((seconds, time.perf_counter() - wall))
+        launches.append(seconds)
         rates.append(rate(workload.items(size), seconds, per_item, unit))
     mhz = clock()
     return VariantResult(workload.name, size, summarize(rates), mhz or None, {}, {}, rates,
-                         timing, (t0, time.perf_counter()))
+                         timing, (t0, time.perf_counter()), launches=launches)
 
 
 def host_timed(workload, per_item: float, unit: str, settings: Settings) -> VariantResult:

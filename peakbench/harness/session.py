@@ -128,7 +128,7 @@ def measured_guards(test: TestSpec, v: VariantResult, device, spec, checks: dict
     the physical bound."""
     problem = None
     if v.timing:
-        problem = _apply(checks, "timer", guards.timer(v.timing, device.info.kind == "cpu"))
+        problem = _apply(checks, "timer", guards.timer(v.timing, device.info.kind == "cpu", v.launches))
     if not problem and test.clocked:
         found = v.evidence.get("sass")        # the Vulkan driver's loop; CUDA's is the evidence's own
         loop = multiply_add_bound(test.name, v.params, v.evidence.get("loop_mix")
