@@ -84,18 +84,24 @@ def test_long_launches_all_alike_to_the_bit_are_a_replayed_time_and_fail():
     # a runtime that lost the launches after the first, sleeping as long and reporting its time again:
     # calibration's last launch, four of warm-up and five timed
     timing = [(0.0049713, 0.0050122)] * 5
-    problem, evidence = guards.timer(timing, cpu_device=False, launches=[0.0049713] * 10)
+    problem, evidence = guards.timer(timing, cpu_device=False, launches=[[0.0049713] * 10])
     assert problem == evidence == ("all 10 launches of its size read 4.9713 ms of GPU time to the last bit:"
                                    " a time replayed, not measured (launches lost and the first one's time"
                                    " reported again, or a timer query read stale)")
     # one launch apart by a tick is a timer read, as are steady launches of which some read alike
-    problem, evidence = guards.timer(timing, cpu_device=False, launches=[0.0049713] * 9 + [0.0049714])
+    problem, evidence = guards.timer(timing, cpu_device=False, launches=[[0.0049713] * 9 + [0.0049714]])
     assert problem is None and evidence.endswith("2 GPU times in 10 launches of its size")
     # too few launches to tell: without a warm-up's, the five samples alone
     assert guards.timer(timing, cpu_device=False)[0] is None
     assert guards.timer(timing * 2, cpu_device=False)[0].startswith("all 10 launches of its size read 4.9713 ms")
+    # each size on its own: a sweep's or a pair's points, one of them replayed
+    steady = [0.0031 + i * 1e-9 for i in range(8)]
+    problem, _ = guards.timer(timing, cpu_device=False, launches=[steady, [0.0049713] * 8])
+    assert problem.startswith("all 8 launches of its size read 4.9713 ms")
+    problem, evidence = guards.timer(timing, cpu_device=False, launches=[steady, [0.0049713] * 7 + [0.0049714]])
+    assert problem is None and evidence.endswith("10 GPU times in 16 launches of 2 sizes")
     # short launches, whose times a coarse timer may round alike, are not judged
-    assert guards.timer([(0.0001, 0.0021)] * 5, launches=[0.0001] * 20)[0] is None
+    assert guards.timer([(0.0001, 0.0021)] * 5, launches=[[0.0001] * 20])[0] is None
 
 
 # -- types and work on the census --------------------------------------------------------------

@@ -55,8 +55,8 @@ MIN_TIMER_RATIO = 0.25
 MIN_TIMER_RATIO_GPU = 0.5
 # Above 1 by the timers' resolution: a timestamp period, a CUDA event's ~0.5 us.
 MAX_TIMER_RATIO = 1.05
-# Launches of MIN_WALL_S or more, all of the measured size, whose GPU times all agree to the bit,
-# from which on the time is replayed (_replayed); a quick run's variant has 12 or more.
+# The fewest launches of one size (of MIN_WALL_S or more) whose GPU times, all alike to the bit,
+# are a replayed time (_replayed); a quick run's variant has 8 at least (runner.OWN_LAUNCHES).
 REPLAYED_LAUNCHES = 8
 # A fast timer's launch is also this much short of its wall time: a few milliseconds of scheduling
 # delay on a short launch (a 3.1 ms copy in 12.2 ms on a loaded lavapipe) is not one; a timer ten
@@ -233,7 +233,7 @@ def sass(test, variant, params: dict, found: dict) -> tuple[str | None, dict | s
 
 
 def timer(timing: list[tuple[float, float]], cpu_device: bool = True,
-          launches: list[float] | None = None) -> tuple[str | None, str]:
+          launches: list[list[float]] | None = None) -> tuple[str | None, str]:
     """(problem, evidence) of (GPU seconds, host wall seconds) per sample. The host only ever adds
     wall time (a busy CPU delays the submit and the wake-up), so both verdicts read the least
     disturbed launch: a timer runs fast when even it shows less GPU than wall time, by more than a
@@ -241,9 +241,9 @@ def timer(timing: list[tuple[float, float]], cpu_device: bool = True,
     of MIN_WALL_S GPU or wall time or more took longer on the GPU than between its submission and
     its end, which no launch can (a slow timer makes the launches it calibrates shorter than
     MIN_WALL_S of wall time; a loaded host can stretch the typical one's wall time past it).
-    `launches`: the GPU seconds of every launch of the measured size (the samples' where not
-    given), which must not all read alike (replayed). `cpu_device`: the device runs on the host's
-    cores (lavapipe), whose load slows its launches."""
+    `launches`: the GPU seconds of every launch of each measured size (a sweep's or a pair's
+    points each one; the samples' where not given), which must not all read alike (replayed).
+    `cpu_device`: the device runs on the host's cores (lavapipe), whose load slows its launches."""
     least = MIN_TIMER_RATIO if cpu_device else MIN_TIMER_RATIO_GPU
     by_gpu = [(g, w) for g, w in timing if g >= MIN_WALL_S]
     judged = [(g, w) for g, w in timing if g >= MIN_WALL_S or w >= MIN_WALL_S]
@@ -265,28 +265,32 @@ def timer(timing: list[tuple[float, float]], cpu_device: bool = True,
             return (f"{shown(best)}: the GPU timer runs fast (GPU/wall at most {g / w:.2f} over {len(by_gpu)}"
                     f" launches, at least {least})"), shown(best)
         text.append(f"at most {g / w:.3f} over {len(by_gpu)} of {MIN_WALL_S * 1e3:g} ms GPU time")
-    long = [g for g in (launches if launches else [g for g, _ in timing]) if g >= MIN_WALL_S]
-    if long:
-        replayed = _replayed(long)
+    groups = [[g for g in group if g >= MIN_WALL_S] for group in (launches or [[g for g, _ in timing]])]
+    groups = [group for group in groups if group]
+    for group in groups:
+        replayed = _replayed(group)
         if replayed:
             return replayed, replayed
-        text.append(f"{len(set(long))} GPU times in {len(long)} launches of its size")
+    if groups:
+        sizes = "its size" if len(groups) == 1 else f"{len(groups)} sizes"
+        text.append(f"{sum(len(set(group)) for group in groups)} GPU times in"
+                    f" {sum(len(group) for group in groups)} launches of {sizes}")
     return None, ", ".join(text)
 
 
-def _replayed(long: list[float]) -> str | None:
-    """Launches of MIN_WALL_S or more that all read one GPU time to the last bit are a time
-    replayed, not read: a runtime that lost the launches after the first and reported its time
-    again (sleeping as long, so the wall time agrees), or a timer query read stale. A real timer
-    can read two steady launches alike (an H100's Vulkan timestamps did, 3 distinct of 5 at
-    worst, PERFORMANCE_ANALYSIS.md, "A replayed time"), not every one of REPLAYED_LAUNCHES: the
-    check reads every launch of the measured size, the warm-up's too. Where a launch's output does
-    not add up over launches (a special function, a cache read), nothing else sees lost ones."""
-    if len(long) < REPLAYED_LAUNCHES or len(set(long)) > 1:
+def _replayed(long_launches: list[float]) -> str | None:
+    """Launches of one size, of MIN_WALL_S or more, that all read one GPU time to the last bit are
+    a time replayed, not read: a runtime that lost the launches after the first and reported its
+    time again (sleeping as long, so the wall time agrees), or a timer query read stale. A real
+    timer reads some steady launches alike (an H100's Vulkan timestamps read 3 distinct times in
+    5 samples: PERFORMANCE_ANALYSIS.md, "A replayed time"), so the check reads every launch of
+    the size, the warm-up's too, and REPLAYED_LAUNCHES of them at least. Where a launch's output
+    does not add up over launches (a special function, a cache read), nothing else sees lost ones."""
+    if len(long_launches) < REPLAYED_LAUNCHES or len(set(long_launches)) > 1:
         return None
-    return (f"all {len(long)} launches of its size read {long[0] * 1e3:.6g} ms of GPU time to the last bit:"
-            f" a time replayed, not measured (launches lost and the first one's time reported again, or a"
-            f" timer query read stale)")
+    return (f"all {len(long_launches)} launches of its size read {long_launches[0] * 1e3:.6g} ms of GPU time"
+            f" to the last bit: a time replayed, not measured (launches lost and the first one's time"
+            f" reported again, or a timer query read stale)")
 
 
 def at_counts(counts: tuple[int, ...], check, noun: str, evidence: dict) -> str | None:

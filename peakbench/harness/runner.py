@@ -23,9 +23,9 @@ from peakbench.workload import Sweep
 
 SCALE = {"TFLOPS": 1e12, "TOPS": 1e12, "GOPS": 1e9, "GB/s": 1e9}     # work per second in the unit
 PER = {"ns": 1e9, "us": 1e6}                            # the unit in a second (time per item)
-# The least launches of the measured size a variant runs before its samples, whatever its warm-up
-# time: with calibration's last and the fewest samples, enough for the timer guard to tell a
-# replayed time (guards.REPLAYED_LAUNCHES) from a steady one.
+# The least warm-up launches of the measured size a variant runs before its samples, however long
+# its warm-up ran: with calibration's last and the fewest samples (5), enough for the timer guard
+# to tell a replayed time (guards.REPLAYED_LAUNCHES) from a steady one.
 OWN_LAUNCHES = 2
 
 
@@ -190,7 +190,7 @@ class VariantResult:
     window: tuple | None = None                      # perf_counter() start and end of the timed samples
     times: list = field(default_factory=list)        # perf_counter() at each sample's end (a burn-in's series)
     clocks: list = field(default_factory=list)       # the clock read after each sample (None where unread)
-    launches: list = field(default_factory=list)     # GPU seconds of every launch of the measured size
+    launches: list = field(default_factory=list)     # each measured size's launches, their GPU seconds
     phases: dict = field(default_factory=dict)       # wall seconds of prepare, verify and measure
 
 
@@ -272,7 +272,7 @@ def measure(workload, per_item: float, unit: str, settings: Settings, started: f
     burst = take_burst(workload, per_item, unit, clock, started) if workload.burst else None
     size, seconds = calibrate(workload.run, settings)
     launches = [seconds]             # calibration's last, the warm-up's, the timed ones (the timer guard)
-    while (len(launches) <= OWN_LAUNCHES or time.perf_counter() - started < settings.warmup_s
+    while (len(launches) - 1 < OWN_LAUNCHES or time.perf_counter() - started < settings.warmup_s
            or time.perf_counter() - own < settings.own_warmup_s):
         launches.append(workload.run(size))
     warm_up = hold(workload, size, settings, clock, held_mhz) if held_mhz else None
@@ -296,7 +296,7 @@ def measure(workload, per_item: float, unit: str, settings: Settings, started: f
     evidence = {**workload.evidence, **({"warm_up": warm_up} if warm_up else {}), **({"burst": burst} if burst else {})}
     return VariantResult(workload.name, size, summarize(rates),
                          median(read) if read else None, dict(workload.params),
-                         evidence, rates, timing, (t0, time.perf_counter()), times, clocks, launches)
+                         evidence, rates, timing, (t0, time.perf_counter()), times, clocks, [launches])
 
 
 def take_burst(workload, per_item: float, unit: str, clock: Callable[[], float | None], started: float) -> dict:
@@ -375,7 +375,7 @@ def over_axis(workload, axis, per_item: float, unit: str, settings: Settings, cl
                               summarize(medians), median(read) if read else None, dict(workload.params),
                               dict(workload.evidence), medians,
                               [t for v in measured.values() for t in v.timing], (t0, time.perf_counter()),
-                              launches=[g for v in measured.values() for g in v.launches])
+                              launches=[group for v in measured.values() for group in v.launches])
     workload.over_points(measured, value)
     return value
 
@@ -385,7 +385,7 @@ def fixed_samples(workload, count: int, per_item: float, unit: str, settings: Se
     size, seconds = calibrate(workload.run, settings)
     launches = [seconds]
     warm_until = time.perf_counter() + min(settings.warmup_s, settings.budget_s)
-    while time.perf_counter() < warm_until:
+    while len(launches) - 1 < OWN_LAUNCHES or time.perf_counter() < warm_until:
         launches.append(workload.run(size))
     rates, timing, t0 = [], [], time.perf_counter()
     for _ in range(count):
@@ -396,7 +396,7 @@ def fixed_samples(workload, count: int, per_item: float, unit: str, settings: Se
         rates.append(rate(workload.items(size), seconds, per_item, unit))
     mhz = clock()
     return VariantResult(workload.name, size, summarize(rates), mhz or None, {}, {}, rates,
-                         timing, (t0, time.perf_counter()), launches=launches)
+                         timing, (t0, time.perf_counter()), launches=[launches])
 
 
 def host_timed(workload, per_item: float, unit: str, settings: Settings) -> VariantResult:
