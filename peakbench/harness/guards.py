@@ -156,7 +156,8 @@ def types(test, variant, census) -> tuple[str | None, str]:
     elements = {element(t) for t in found}
     if not elements <= want or not elements & set(getattr(test, "required", ()) or want):
         # where the type is the variant's (an atomic's u32 or f32), the variant's name says it
-        claimed = variant.name if variant is not None and test.operand_types(variant) != test.operand_types() else test.dtype
+        per_variant = variant is not None and test.operand_types(variant) != test.operand_types()
+        claimed = variant.name if per_variant else test.dtype
         return (f"module does {' and '.join(found)} arithmetic; test {test.name} is {claimed}"
                 f" ({' and '.join(sorted(want))})"), seen
     packed = getattr(test, "packed", 1)
