@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from fakes import TIMER_TICK_S, FakeClock, FakeWorkload, use_clock
-from peakbench.harness import runner
+from peakbench.harness import guards, runner
 from peakbench.harness.runner import Settings, calibrate, measure, rate
 
 # A fake launch reads up to two timer ticks over its closed-form time (fakes.FakeWorkload).
@@ -109,9 +109,11 @@ def test_only_the_least_own_launches_when_the_warm_up_time_has_passed(clock):
     w = FakeWorkload(seconds_per_unit=1e-6, clock=clock)
     v = measure(w, 1, "TFLOPS", FAST, started=clock() - 10.0)     # the test began 10 s ago
     calibration = len(_calibration_sizes(1e-6, FAST))
-    assert len(w.sizes) == calibration + runner.OWN_LAUNCHES + v.summary.samples
-    # the timer guard reads them all, calibration's last launch among them
-    assert [len(group) for group in v.launches] == [1 + runner.OWN_LAUNCHES + v.summary.samples]
+    own = runner.own_launches(FAST.min_samples)
+    assert len(w.sizes) == calibration + own + v.summary.samples
+    # the timer guard reads them all, calibration's last launch among them: enough to tell a replay
+    assert [len(group) for group in v.launches] == [1 + own + v.summary.samples]
+    assert 1 + own + FAST.min_samples == guards.REPLAYED_LAUNCHES
     assert set(w.sizes[calibration - 1:]) == {v.size}
 
 
@@ -331,3 +333,14 @@ def test_the_default_suite_idles_before_a_burst_tests_first_variant_only(clock, 
     assert slept == [runner.BURST_IDLE_S] and v.evidence["burst"]["load_before_s"] < 0.1
     runner.measure_on(load, w, 1, "TFLOPS", settings, lambda: 1980.0, started=load.since)
     assert slept == [runner.BURST_IDLE_S], "a later variant continues the test's load"
+
+
+def test_a_size_timed_three_times_still_gives_the_replay_check_its_launches(clock):
+    # transfer.p2p times each pair 3 times: with no warm-up time, the warm-up runs launches enough
+    # that calibration's last, the warm-up's and the samples make REPLAYED_LAUNCHES
+    settings = Settings(sample_s=0.002, warmup_s=0.0, min_samples=5, max_samples=10, budget_s=10.0)
+    assert runner.own_launches(settings.min_samples) == runner.OWN_LAUNCHES
+    w = FakeWorkload(seconds_per_unit=1e-6, clock=clock)
+    v = runner.fixed_samples(w, 3, 1, "TFLOPS", settings, lambda: None)
+    assert v.summary.samples == 3
+    assert [len(group) for group in v.launches] == [guards.REPLAYED_LAUNCHES]

@@ -4,12 +4,15 @@ pair counted, every variant's matrix kept, planted faults caught (a copy that mo
 short copy, bytes from the wrong GPU), one GPU unsupported, and the session's result."""
 from __future__ import annotations
 
+import re
+import time
+
 import numpy as np
 import pytest
 
 from peakbench.backend import Unsupported
 from peakbench.catalog import transfer as catalog
-from peakbench.harness import runner
+from peakbench.harness import guards, runner
 from peakbench.harness.runner import Settings
 from peakbench.harness.session import run_test, with_spec
 from peakbench.specs import load_database, find
@@ -209,9 +212,9 @@ def test_every_variant_matrix_is_kept_in_one_runs_evidence():
 class Device:
     """The Device interface over FakePeers, as a backend's table would serve it."""
 
-    def __init__(self, count=4):
+    def __init__(self, count=4, peers=None):
         self.info = type("Info", (), {"kind": "gpu", "name": "Test GPU"})()
-        self.count, self.rt = count, Rt()
+        self.count, self.rt, self.make_peers = count, Rt(), peers or FakePeers
         self.peers = []
 
     def support(self, test):
@@ -221,7 +224,7 @@ class Device:
         return test.variants
 
     def prepare(self, test, variant, settings=None, spec=None):
-        peers = FakePeers(self.count)
+        peers = self.make_peers(self.count)
         self.peers.append(peers)
         return p2p.P2pWorkload(test, variant, peers, self.rt)
 
@@ -246,3 +249,36 @@ def test_the_session_reports_the_best_variant_median_with_every_matrix_and_the_s
 def test_the_session_reports_one_gpu_unsupported():
     result = run_test(Device(1), TEST, QUICK, lambda line: None)
     assert result.status == "unsupported" and result.reason.startswith("[hardware] one GPU: transfer.p2p needs two")
+
+
+class TimedPeers(FakePeers):
+    """Copies that take the time they report (the host waits it out, as for a GPU's copy), each
+    reading one GPU time to the bit unless `tick` gives the timer a real one's jitter."""
+    tick = 0.0
+
+    def copy(self, jobs, nbytes, repeat, engine):
+        seconds = super().copy(jobs, nbytes, repeat, engine)
+        time.sleep(seconds)
+        self.copied = getattr(self, "copied", 0) + 1
+        return seconds + self.tick * (self.copied % 3)
+
+
+class JitteredPeers(TimedPeers):
+    tick = 1e-9
+
+
+# Pairs timed 3 times with no warm-up time, in launches of the timer guard's MIN_WALL_S or more
+LONG = Settings(sample_s=0.003, warmup_s=0.0, min_samples=3, max_samples=3, budget_s=0.2)
+
+
+def test_a_pair_whose_every_copy_reads_one_time_fails_the_timer_guard():
+    result = run_test(Device(2, TimedPeers), TEST, LONG, lambda line: None)
+    assert result.status == "failed" and "a time replayed, not measured" in result.reason, result.reason
+
+
+def test_a_pair_timed_as_a_real_timer_reads_is_ok():
+    result = run_test(Device(2, JitteredPeers), TEST, LONG, lambda line: None)
+    assert result.status == "ok", result.reason
+    why = result.evidence["guards"]["timer"]["why"]
+    launches = re.search(r"GPU times in (\d+) launches", why)
+    assert launches and int(launches.group(1)) >= guards.REPLAYED_LAUNCHES, why

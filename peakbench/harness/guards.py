@@ -56,7 +56,7 @@ MIN_TIMER_RATIO_GPU = 0.5
 # Above 1 by the timers' resolution: a timestamp period, a CUDA event's ~0.5 us.
 MAX_TIMER_RATIO = 1.05
 # The fewest launches of one size (of MIN_WALL_S or more) whose GPU times, all alike to the bit,
-# are a replayed time (_replayed); a quick run's variant has 8 at least (runner.OWN_LAUNCHES).
+# are a replayed time (_replayed); every measured size has 8 at least (runner.own_launches).
 REPLAYED_LAUNCHES = 8
 # A fast timer's launch is also this much short of its wall time: a few milliseconds of scheduling
 # delay on a short launch (a 3.1 ms copy in 12.2 ms on a loaded lavapipe) is not one; a timer ten

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from peakbench.harness.guards import REPLAYED_LAUNCHES
 from peakbench.harness.stats import Summary, median, round_significant, stdrel, summarize
 from peakbench.workload import Sweep
 
@@ -25,8 +26,15 @@ SCALE = {"TFLOPS": 1e12, "TOPS": 1e12, "GOPS": 1e9, "GB/s": 1e9}     # work per 
 PER = {"ns": 1e9, "us": 1e6}                            # the unit in a second (time per item)
 # The least warm-up launches of the measured size a variant runs before its samples, however long
 # its warm-up ran: with calibration's last and the fewest samples (5), enough for the timer guard
-# to tell a replayed time (guards.REPLAYED_LAUNCHES) from a steady one.
+# to tell a replayed time (guards.REPLAYED_LAUNCHES) from a steady one. A size timed fewer times
+# (own_launches) warms up longer.
 OWN_LAUNCHES = 2
+
+
+def own_launches(samples: int) -> int:
+    """The least warm-up launches before `samples` timed ones: OWN_LAUNCHES, or as many as the
+    timer guard needs to read REPLAYED_LAUNCHES launches of the size with calibration's last."""
+    return max(OWN_LAUNCHES, REPLAYED_LAUNCHES - 1 - samples)
 
 
 def rate(items: int, seconds: float, per_item: float, unit: str) -> float:
@@ -272,7 +280,8 @@ def measure(workload, per_item: float, unit: str, settings: Settings, started: f
     burst = take_burst(workload, per_item, unit, clock, started) if workload.burst else None
     size, seconds = calibrate(workload.run, settings)
     launches = [seconds]             # calibration's last, the warm-up's, the timed ones (the timer guard)
-    while (len(launches) - 1 < OWN_LAUNCHES or time.perf_counter() - started < settings.warmup_s
+    least = own_launches(settings.min_samples)
+    while (len(launches) - 1 < least or time.perf_counter() - started < settings.warmup_s
            or time.perf_counter() - own < settings.own_warmup_s):
         launches.append(workload.run(size))
     warm_up = hold(workload, size, settings, clock, held_mhz) if held_mhz else None
@@ -385,7 +394,7 @@ def fixed_samples(workload, count: int, per_item: float, unit: str, settings: Se
     size, seconds = calibrate(workload.run, settings)
     launches = [seconds]
     warm_until = time.perf_counter() + min(settings.warmup_s, settings.budget_s)
-    while len(launches) - 1 < OWN_LAUNCHES or time.perf_counter() < warm_until:
+    while len(launches) - 1 < own_launches(count) or time.perf_counter() < warm_until:
         launches.append(workload.run(size))
     rates, timing, t0 = [], [], time.perf_counter()
     for _ in range(count):
