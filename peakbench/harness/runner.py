@@ -24,17 +24,13 @@ from peakbench.workload import Sweep
 
 SCALE = {"TFLOPS": 1e12, "TOPS": 1e12, "GOPS": 1e9, "GB/s": 1e9}     # work per second in the unit
 PER = {"ns": 1e9, "us": 1e6}                            # the unit in a second (time per item)
-# The least warm-up launches of the measured size a variant runs before its samples, however long
-# its warm-up ran: with calibration's last and the fewest samples (5), enough for the timer guard
-# to tell a replayed time (guards.REPLAYED_LAUNCHES) from a steady one. A size timed fewer times
-# (own_launches) warms up longer.
-OWN_LAUNCHES = 2
 
 
 def own_launches(samples: int) -> int:
-    """The least warm-up launches before `samples` timed ones: OWN_LAUNCHES, or as many as the
-    timer guard needs to read REPLAYED_LAUNCHES launches of the size with calibration's last."""
-    return max(OWN_LAUNCHES, REPLAYED_LAUNCHES - 1 - samples)
+    """The least warm-up launches of the measured size before `samples` timed ones, however long
+    the warm-up ran: with calibration's last, the REPLAYED_LAUNCHES the timer guard needs to tell
+    a replayed time from a steady one (a quick run's 5 samples: 2; a p2p pair's 3: 4)."""
+    return max(0, REPLAYED_LAUNCHES - 1 - samples)
 
 
 def rate(items: int, seconds: float, per_item: float, unit: str) -> float:
