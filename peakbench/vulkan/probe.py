@@ -148,6 +148,7 @@ def probe_features(pd, extensions: set) -> dict:
         "cooperativeMatrixWorkgroupScope": bool(cm2 and cm2[4]),
         "cooperativeMatrixFlexibleDimensions": bool(cm2 and cm2[5]),
         "vulkanMemoryModel": f12.vulkanMemoryModel,
+        "vulkanMemoryModelDeviceScope": f12.vulkanMemoryModelDeviceScope,
         "bufferDeviceAddress": f12.bufferDeviceAddress,   # the pointer chase (mem_chase.comp)
         "shaderSubgroupClock": bool(clock and clock.shaderSubgroupClock),
         "shaderSMBuiltins": bool(sm and sm.shaderSMBuiltins),
