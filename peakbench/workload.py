@@ -22,6 +22,8 @@ is declared here, with defaults, and read by the runner, never probed:
                     sustained value (evidence.burst), for work a power cap holds down after a
                     second or two (GEMM, sparse matrices), as GEMM benchmarks time a few products;
                     the default suite idles the GPU before such a test (Settings.burst_idle_s)
+    witness         a workloads.witness.Witness where the kernel counts its own workgroups (the
+                    launches guard holds the count to the workgroups launched); None: it does not
     cores           False: its launches keep copy engines busy, not the cores, whose clock falls
                     meanwhile: it continues no core load, so the test after it is held to the
                     clock of the core load before it (runner.hold) or warms up afresh, never
@@ -56,6 +58,7 @@ class Workload:
     burst = False
     cores = True
     loop_items: int | None = None
+    witness = None
     params: dict
     evidence: dict
 

@@ -17,6 +17,7 @@ layout(local_size_x_id = 0) in;
 layout(push_constant) uniform Push { uint iterations; } push;
 layout(std430, binding = 0) writeonly buffer Out { T result[]; };
 layout(std430, binding = 1) readonly buffer In { T seeds[SEEDS]; T b; T c; };
+layout(std430, binding = 2) buffer Launches { uint workgroups_done; };   // workloads/witness.py
 
 void main() {
     uint gid = gl_GlobalInvocationID.x;
@@ -35,4 +36,5 @@ void main() {
         }
     }
     [[unroll]] for (uint k = 0; k < ACC; k++) result[gid * ACC + k] = acc[k];
+    if (gl_LocalInvocationIndex == 0) atomicAdd(workgroups_done, 1u);
 }

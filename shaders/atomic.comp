@@ -18,6 +18,7 @@
 layout(local_size_x_id = 0) in;
 layout(push_constant) uniform Push { uint iterations; } push;
 layout(std430, binding = 0) buffer Out { T words[]; };
+layout(std430, binding = 1) buffer Launches { uint workgroups_done; };   // workloads/witness.py
 #if SHARED
 shared T s[LOCAL];
 #endif
@@ -37,4 +38,5 @@ void main() {
         [[unroll]] for (uint u = 0; u < UNROLL; u++) atomicAdd(words[at], v);
     }
 #endif
+    if (gl_LocalInvocationIndex == 0) atomicAdd(workgroups_done, 1u);
 }

@@ -58,6 +58,7 @@ __device__ __forceinline__ uint4 total(const uint4* acc, int n) {
 #ifdef SLIDE
 #define WINDOW (32 * UNROLL)
 extern "C" __global__ void __launch_bounds__(256) shared_read(const uint4* __restrict__ src, uint4* __restrict__ dst,
+                                                              unsigned* __restrict__ workgroups_done,
                                                               unsigned passes) {
     __shared__ uint4 s[WINDOW + SLIDE];
     for (unsigned i = threadIdx.x; i < WINDOW + SLIDE; i += blockDim.x) s[i] = src[i];
@@ -72,6 +73,7 @@ extern "C" __global__ void __launch_bounds__(256) shared_read(const uint4* __res
         for (int u = 0; u < UNROLL; u++) add(acc[u % SUMS], w[32 * u]);
     }
     dst[blockIdx.x * blockDim.x + threadIdx.x] = total(acc, SUMS);
+    if (threadIdx.x == 0) atomicAdd(workgroups_done, 1u);     // workloads/witness.py
 }
 #endif
 
@@ -101,7 +103,8 @@ extern "C" __global__ void shared_chase(const unsigned* __restrict__ next, unsig
 
 #ifdef L2_UNROLL
 extern "C" __global__ void __launch_bounds__(256) l2_read(const uint4* __restrict__ src, uint4* __restrict__ dst,
-                                                          unsigned passes, unsigned n_vec, unsigned mask,
+                                                          unsigned* __restrict__ workgroups_done, unsigned passes,
+                                                          unsigned n_vec, unsigned mask,
                                                           unsigned shift) {
     uint4 acc[SUMS];
 #pragma unroll
@@ -114,5 +117,6 @@ extern "C" __global__ void __launch_bounds__(256) l2_read(const uint4* __restric
             for (int u = 0; u < L2_UNROLL; u++) add(acc[u % SUMS], l2_load(src + ((base + i + u * lane) & mask)));
     }
     dst[blockIdx.x * blockDim.x + threadIdx.x] = total(acc, SUMS);
+    if (threadIdx.x == 0) atomicAdd(workgroups_done, 1u);     // workloads/witness.py
 }
 #endif

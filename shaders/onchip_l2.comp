@@ -16,6 +16,7 @@ layout(local_size_x_id = 0) in;
 layout(push_constant) uniform Push { uint passes; uint n_vec; uint mask; uint shift; } push;
 layout(std430, binding = 0) coherent readonly buffer Src { uvec4 src[]; };
 layout(std430, binding = 1) restrict writeonly buffer Dst { uvec4 dst[]; };
+layout(std430, binding = 2) buffer Launches { uint workgroups_done; };   // workloads/witness.py
 
 void main() {
     uvec4 acc[SUMS];
@@ -30,4 +31,5 @@ void main() {
     uvec4 sum = acc[0];
     [[unroll]] for (uint k = 1; k < SUMS; k++) sum += acc[k];
     dst[gl_GlobalInvocationID.x] = sum;
+    if (gl_LocalInvocationIndex == 0) atomicAdd(workgroups_done, 1u);
 }

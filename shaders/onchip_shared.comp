@@ -48,6 +48,7 @@ void main() {
 layout(push_constant) uniform Push { uint passes; } push;
 layout(std430, binding = 0) restrict readonly buffer Src { uvec4 src[]; };
 layout(std430, binding = 1) restrict writeonly buffer Dst { uvec4 dst[]; };
+layout(std430, binding = 2) buffer Launches { uint workgroups_done; };   // workloads/witness.py
 shared uvec4 s[WINDOW + SLIDE];
 
 void main() {
@@ -63,5 +64,6 @@ void main() {
     uvec4 sum = acc[0];
     [[unroll]] for (uint k = 1; k < SUMS; k++) sum += acc[k];
     dst[gl_GlobalInvocationID.x] = sum;
+    if (gl_LocalInvocationIndex == 0) atomicAdd(workgroups_done, 1u);
 }
 #endif

@@ -32,6 +32,7 @@ layout(std430, binding = 0) writeonly buffer Out { float result[]; };
 // In: SEEDS seeds, ACC multipliers a[k], then t0, m, d (one unsized array: a sized one would
 // share its decorated type with the chains' local arrays, which SPIR-V forbids).
 layout(std430, binding = 1) readonly buffer In { float data[]; };
+layout(std430, binding = 2) buffer Launches { uint workgroups_done; };   // workloads/witness.py
 
 void main() {
     uint gid = gl_GlobalInvocationID.x;
@@ -48,4 +49,5 @@ void main() {
         }
     }
     [[unroll]] for (uint k = 0; k < ACC; k++) result[gid * ACC + k] = x[k];
+    if (gl_LocalInvocationIndex == 0) atomicAdd(workgroups_done, 1u);
 }

@@ -409,6 +409,35 @@ def test_launches_lost_after_the_first_behind_a_jittered_time_fail_the_measured_
 
 
 @lavapipe
+def test_launches_lost_after_the_first_behind_a_jittered_time_fail_the_launches_guard(tmp_path, monkeypatch):
+    # Each launch of these leaves the same output, so only the kernel's own count of its
+    # workgroups (workloads/witness.py) sees the launches that never ran.
+    plant_lost_launches(monkeypatch, jitter_s=1e-9)
+    tests = "sfu.rcp,atomic.shared_add,memory.l2,memory.shared,compute.fp32,compute.int8"
+    r = run_inprocess(tmp_path, monkeypatch, tests)
+    assert set(r) == set(tests.split(","))
+    for t in r.values():
+        assert_caught(t, "launches", "workgroups of the", "launches lost or cut short")
+
+
+@lavapipe
+def test_launches_cut_short_of_their_workgroups_fail_the_launches_guard(tmp_path, monkeypatch):
+    # A runtime that dispatches one workgroup fewer than asked, once the checks are done: the
+    # sampled output of the checks cannot see it, the kernel's count does.
+    from peakbench.vulkan.device import Buffer
+    from peakbench.vulkan.runtime import VulkanRuntime
+    launch = VulkanRuntime.launch
+
+    def short(self, kernel, grid, args, repeat=1):
+        long = repeat > 2 or any(int(a) > 2 for a in args if not isinstance(a, Buffer))
+        return launch(self, kernel, grid - 1 if long and grid > 1 else grid, args, repeat)
+    monkeypatch.setattr(VulkanRuntime, "launch", short)
+    r = run_inprocess(tmp_path, monkeypatch, "sfu.rcp,compute.fp32")
+    for t in r.values():
+        assert_caught(t, "launches", "launches lost or cut short")
+
+
+@lavapipe
 @pytest.mark.parametrize("fault, words", [
     # the host stops its clock at submission: a tenth of each launch's submit-to-fence time
     ("early", "the timed path does not wait for the launch to complete"),
@@ -511,11 +540,11 @@ def alu_player(stop_after: int | None = None, seconds_per_iteration: float = 0.0
     play = play_alu()
 
     def run(fake, launch):
-        n = fake_hip.scalar(launch["extra"][2])
+        n = fake_hip.scalar(launch["extra"][3])
         time.sleep(n * seconds_per_iteration)
         if n <= 2:
             if stop_after is not None and n > stop_after:
-                launch["extra"][2].value = stop_after
+                launch["extra"][3].value = stop_after
             play(fake, launch)
     return run
 
@@ -529,14 +558,14 @@ def run_rocm(tmp_path, tests: str, *extra: str, code: int = 1) -> dict:
 
 def test_through_the_fake_hip_a_loop_ending_early_fails_the_iterations_guard(tmp_path, fake_rocm):
     fake_rocm.kernels["alu"] = alu_player(stop_after=1)
-    fake_rocm.elapsed_ms = lambda launch: 1e-3 * launch["extra"][2].value
+    fake_rocm.elapsed_ms = lambda launch: 1e-3 * launch["extra"][3].value
     r = run_rocm(tmp_path, "compute.fp32")
     assert_caught(r["compute.fp32"], "iterations", "after 2 iterations", "matched after 1")
 
 
 def test_through_the_fake_hip_a_timer_ten_times_too_fast_fails_the_timer_guard(tmp_path, fake_rocm):
     fake_rocm.kernels["alu"] = alu_player(seconds_per_iteration=1e-6)       # 1 us of wall time an iteration
-    fake_rocm.elapsed_ms = lambda launch: 1e-4 * launch["extra"][2].value    # the GPU timer says 0.1 us
+    fake_rocm.elapsed_ms = lambda launch: 1e-4 * launch["extra"][3].value    # the GPU timer says 0.1 us
     r = run_rocm(tmp_path, "compute.fp32")
     assert_caught(r["compute.fp32"], "timer", "the GPU timer runs fast")
 
@@ -546,7 +575,7 @@ def test_through_the_fake_hip_a_rate_above_the_per_clock_peak_fails_the_clock_ce
     from peakbench.rocm.runtime import HipRuntime
     monkeypatch.setattr(HipRuntime, "clock_mhz", lambda self: 1000.0)
     fake_rocm.kernels["alu"] = alu_player(seconds_per_iteration=1e-6)       # wall time as the GPU's
-    fake_rocm.elapsed_ms = lambda launch: 1e-3 * launch["extra"][2].value
+    fake_rocm.elapsed_ms = lambda launch: 1e-3 * launch["extra"][3].value
     r = run_rocm(tmp_path, "compute.fp32", "--spec", spec_file(tmp_path, 0.001, 1000))
     assert_caught(r["compute.fp32"], "clock-ceiling", "x the per-clock peak at 1000 MHz")
 

@@ -56,7 +56,7 @@ def only_short(player):
     """The alu player for the verification launches (1 and 2 iterations); the timed ones leave the
     output alone (the timing is the fake's)."""
     def play(fake, launch):
-        if fake_hip.scalar(launch["extra"][2]) <= 2:
+        if fake_hip.scalar(launch["extra"][3]) <= 2:
             player(fake, launch)
     return play
 
@@ -67,7 +67,7 @@ def run(monkeypatch, tmp_path, tools, edit=lambda d: d) -> tuple[int, dict]:
     hip, rtc = fake_hip.pair([gpu])
     rtc.code_objects = code_objects(tools, edit)
     hip.kernels["alu"] = only_short(alu_player())
-    hip.elapsed_ms = lambda launch: 1e-3 * fake_hip.scalar(launch["extra"][2])     # 1 us per iteration
+    hip.elapsed_ms = lambda launch: 1e-3 * fake_hip.scalar(launch["extra"][3])     # 1 us per iteration
     fake_hip.install(monkeypatch, hip, rtc)
     from peakbench import cli
     out = tmp_path / "r.json"
@@ -190,7 +190,7 @@ def run_atomics(monkeypatch, tmp_path, tools, player=None) -> tuple[int, dict]:
     hip, rtc = fake_hip.pair([gpu])
     rtc.code_objects = code_objects(tools)
     hip.kernels["atomic"] = player or atomic_player()
-    hip.elapsed_ms = lambda launch: 1e-3 * fake_hip.scalar(launch["extra"][1])     # 1 us per iteration
+    hip.elapsed_ms = lambda launch: 1e-3 * fake_hip.scalar(launch["extra"][2])     # 1 us per iteration
     fake_hip.install(monkeypatch, hip, rtc)
     from peakbench import cli
     out = tmp_path / "r.json"
@@ -222,7 +222,7 @@ def test_through_the_fake_hip_a_doubled_count_of_adds_and_lost_launches_fail(mon
     # a launch of more than two iterations is not run (after the checks at 1 and 2)
     play = atomic_player()
     code, results = run_atomics(monkeypatch, tmp_path, toolchain,
-                                lambda fake, launch: fake_hip.scalar(launch["extra"][1]) <= 2 and play(fake, launch))
+                                lambda fake, launch: fake_hip.scalar(launch["extra"][2]) <= 2 and play(fake, launch))
     assert code == 1
     for name in ("atomic.global_add", "atomic.global_add_contended"):
         assert results[name]["reason"].startswith("guard measured: variant "), results[name]["reason"]

@@ -80,7 +80,9 @@ def test_cuda_kernel_matches_the_host_reference(dtype, kernel, element, lanes, w
     inp = cp.asarray(np.frombuffer(data, np.uint8))
     itemsize = 2 if dtype in ("bf16", "fp16", "int16") else (8 if dtype in ("fp64", "int64") else 4)
     out = cp.full(threads * ACC * width * itemsize, 0xFF, dtype=cp.uint8)
-    fn((threads // block,), (block,), (out, inp, np.uint32(1)))
+    done = cp.zeros(1, dtype=cp.uint32)
+    fn((threads // block,), (block,), (out, inp, done, np.uint32(1)))
+    assert int(done[0]) == threads // block          # the launch witness: one a block
     got = cp.asnumpy(out)
     want = ref.reference(kernel, dtype, inputs, ACC, UNROLL, np.arange(threads))
     if dtype == "bf16":

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from peakbench.catalog import default_catalog
+from peakbench.evidence import sass
 from peakbench.kernels import atomic as cuda_atomic
 from peakbench.workloads import atomic
 from test_shaders_sfu import NVCC, nvdisasm
@@ -27,11 +28,13 @@ def flags(test, dtype: str) -> list[str]:
 
 
 def loop_ops(tmp_path, test, dtype) -> list[str]:
+    """The opcodes of the kernel's iterations loop (the launch witness's add after it is not one)."""
     cubin = tmp_path / "atomic.cubin"
     subprocess.run([NVCC, "-cubin", "-arch=sm_90a", *flags(test, dtype), str(SOURCE), "-o", str(cubin)],
                    check=True, capture_output=True, text=True)
     listing = subprocess.run([nvdisasm(), "-c", str(cubin)], check=True, capture_output=True, text=True).stdout
-    return re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w\s+)?([A-Z][A-Z0-9_.]*)", listing)
+    loop = sass.innermost(sass.with_addresses(listing))[0]
+    return re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w\s+)?([A-Z][A-Z0-9_.]*)", loop)
 
 
 needs_nvcc = pytest.mark.skipif(NVCC is None or nvdisasm() is None, reason="nvcc or nvdisasm is not installed")
@@ -75,6 +78,7 @@ def test_cuda_kernel_leaves_the_host_sums(name, dtype):
     threads, block = 8192, 256
     n = atomic.words(test, threads, 32)
     for iterations in (1, 2):
-        out = cp.zeros(n, dtype=atomic.DTYPES[dtype])
-        fn((threads // block,), (block,), (out, np.uint32(iterations)))
+        out, done = cp.zeros(n, dtype=atomic.DTYPES[dtype]), cp.zeros(1, dtype=cp.uint32)
+        fn((threads // block,), (block,), (out, done, np.uint32(iterations)))
+        assert int(done[0]) == threads // block          # the launch witness: one a block
         assert atomic.check(test, dtype, threads, 32, iterations * UNROLL, cp.asnumpy(out)) is None

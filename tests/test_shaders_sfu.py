@@ -99,9 +99,11 @@ def test_cuda_kernel_matches_the_host_reference(function):
     inputs = sfu.make_inputs(function, ACC)
     threads, block = 4096, 256
     inp = cp.asarray(np.frombuffer(inputs.buffer(), np.float32))
+    done = cp.zeros(1, dtype=cp.uint32)
     for iterations in (1, 2):
         out = cp.full(threads * ACC, np.nan, dtype=cp.float32)
-        fn((threads // block,), (block,), (out, inp, np.uint32(iterations)))
+        fn((threads // block,), (block,), (out, inp, done, np.uint32(iterations)))
+        assert int(done[0]) == iterations * threads // block      # the launch witness: one a block
         got = cp.asnumpy(out).reshape(threads, ACC)
         error = cuda_sfu.ERROR["cuda"][function]
         assert sfu.check(function, error, inputs, iterations * UNROLL, got) is None

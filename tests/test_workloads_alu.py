@@ -27,7 +27,7 @@ def alu_player(lost_step: bool = False):
         kernel = "dot4x8" if dot else "fma"
         lanes = 2 if d["E"] in ("__half2", "bfloat162") else 1
         width, acc, unroll = int(d["VEC"]) * lanes, int(d["ACC"]), int(d["UNROLL"])
-        out_arg, in_arg, iterations = args(launch)
+        out_arg, in_arg, _, iterations = args(launch)      # _: the launch witness (fake_hip counts it)
         raw = bytes(fake.buffer(in_arg))
         if dtype == "bf16":
             values = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32)

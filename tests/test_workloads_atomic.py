@@ -98,7 +98,7 @@ def atomic_player(one_iteration: bool = False):
         test = next(t for t in ATOMIC if (t.space == "shared") == (d["SHARED"] == "1")
                     and t.contended == (d["CONTENDED"] == "1"))
         dtype = "f32" if d["IS_FLOAT"] == "1" else "u32"
-        out_arg, iterations = args(launch)
+        out_arg, _, iterations = args(launch)      # _: the launch witness (fake_hip counts it)
         n = fake_hip.scalar(iterations)
         n = min(n, 1) if one_iteration else n
         threads = launch["grid"][0] * launch["block"][0]

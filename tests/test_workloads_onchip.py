@@ -193,7 +193,7 @@ def onchip_players(bug: str = ""):
     def shared_read(fake, launch):
         d = fake_hip.defines(launch["options"])
         unroll, slide = int(d["UNROLL"]), int(d["SLIDE"])
-        src_arg, dst_arg, passes = args(launch)
+        src_arg, dst_arg, _, passes = args(launch)      # _: the launch witness (fake_hip counts it)
         src, dst = words(fake, src_arg).astype(np.uint64), words(fake, dst_arg)
         groups, block = launch["grid"][0], launch["block"][0]
         t = np.arange(groups * block)
@@ -218,7 +218,7 @@ def onchip_players(bug: str = ""):
     def l2_read(fake, launch):
         d = fake_hip.defines(launch["options"])
         unroll = int(d["L2_UNROLL"])
-        src_arg, dst_arg, *scalars = args(launch)
+        src_arg, dst_arg, _, *scalars = args(launch)      # _: the launch witness (fake_hip counts it)
         passes, n, mask, shift = (fake_hip.scalar(x) for x in scalars)
         src, dst = words(fake, src_arg).astype(np.uint64), words(fake, dst_arg)
         groups, block = launch["grid"][0], launch["block"][0]

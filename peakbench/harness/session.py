@@ -227,6 +227,8 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
             problem = measured_guards(test, v, device, spec, checks)
             if not problem and workload.timing in ("gpu", "host") and workload.axis(spec) is None:
                 problem = _apply(checks, "measured", workload.after_timing(v.size))
+            if not problem and workload.witness is not None:
+                problem = _apply(checks, "launches", workload.witness.check())
             guarded += time.perf_counter() - t3
             if problem:
                 return failed(test, variant, problem, v.params, v.evidence), None

@@ -12,6 +12,7 @@ from peakbench.backend import release, release_on_failure
 from peakbench.catalog import alu_reference as ref
 from peakbench.harness import guards
 from peakbench.workload import Workload
+from peakbench.workloads.witness import Witness
 
 LOCAL = 256                # threads per workgroup
 WAVES = 4                  # the grid fills the device this many times over
@@ -67,7 +68,7 @@ class AluWorkload(Workload):
         self.test, self.variant, self.rt, self.name = test, variant, rt, variant.name
         self.family, self.bf16_words = kernel.family, kernel.bf16_words
         local = min(LOCAL, rt.limits.max_block)
-        self.kernel = rt.compile(kernel.source, {**kernel.defines, **DEFINES}, kernel.entry, block=local, args="bbu",
+        self.kernel = rt.compile(kernel.source, {**kernel.defines, **DEFINES}, kernel.entry, block=local, args="bbbu",
                                  label=f"{test.name}-{variant.name}")
         self.groups = max(1, rt.grid_threads(WAVES) // local)
         self.threads = self.groups * local
@@ -78,6 +79,7 @@ class AluWorkload(Workload):
         self.inp = rt.alloc(len(data))
         self.out = rt.alloc(self.threads * int(np.prod(self.out_shape)) * itemsize(test.dtype, self.bf16_words))
         rt.upload(self.inp, data)
+        self.witness = Witness(rt)
         self.params = {"variant": variant.name, **kernel.params, "workgroup_size": local, "workgroups": self.groups,
                        "threads": self.threads, "accumulators": test.accumulators, "unroll": variant.unroll,
                        "width": variant.width, "ops_per_step": variant.ops_per_step}
@@ -89,7 +91,7 @@ class AluWorkload(Workload):
         self.loop_items = variant.unroll * test.accumulators     # items one invocation does per iteration
 
     def run(self, size: int) -> float:
-        return self.rt.launch(self.kernel, self.groups, [self.out, self.inp, np.uint32(size)])
+        return self.witness.launch(self.kernel, self.groups, [self.out, self.inp], [np.uint32(size)])
 
     def items(self, size: int) -> int:
         return self.threads * size * self.variant.unroll * self.test.accumulators
@@ -109,4 +111,5 @@ class AluWorkload(Workload):
 
     def close(self) -> None:
         release(self, self.rt.free, "inp", "out")
+        release(self, Witness.close, "witness")
         release(self, self.rt.discard, "kernel")

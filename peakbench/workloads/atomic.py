@@ -24,6 +24,7 @@ import numpy as np
 from peakbench.backend import Unsupported, release, release_on_failure
 from peakbench.harness import guards
 from peakbench.workload import Workload
+from peakbench.workloads.witness import Witness
 
 LOCAL = 256                # threads per workgroup
 WAVES = 4                  # the grid fills the device this many times over
@@ -113,11 +114,12 @@ class AtomicWorkload(Workload):
         self.local = min(LOCAL, rt.limits.max_block)
         self.warp = rt.limits.warp
         self.kernel = rt.compile(kernel.source, {**kernel.defines, **defines(test, variant, self.warp, self.local)},
-                                 kernel.entry, block=self.local, args="bu", label=f"{test.name}-{variant.name}")
+                                 kernel.entry, block=self.local, args="bbu", label=f"{test.name}-{variant.name}")
         self.groups = max(1, rt.grid_threads(WAVES) // self.local)
         self.threads = self.groups * self.local
         self.words = words(test, self.threads, self.warp)
         self.out = rt.alloc(self.words * 4)
+        self.witness = Witness(rt)
         self.params = {"variant": variant.name, **kernel.params, "workgroup_size": self.local, "workgroups": self.groups,
                        "threads": self.threads, "unroll": variant.unroll, "space": test.space,
                        "addresses": self.words, "threads_per_address": self.threads // self.words}
@@ -145,7 +147,7 @@ class AtomicWorkload(Workload):
 
     def run(self, size: int) -> float:
         self.launched, self.last = self.launched + size, size
-        return self.rt.launch(self.kernel, self.groups, [self.out, np.uint32(size)])
+        return self.witness.launch(self.kernel, self.groups, [self.out], [np.uint32(size)])
 
     def zero(self) -> None:
         self.rt.fill(self.out, 0)
@@ -189,4 +191,5 @@ class AtomicWorkload(Workload):
 
     def close(self) -> None:
         release(self, self.rt.free, "out")
+        release(self, Witness.close, "witness")
         release(self, self.rt.discard, "kernel")

@@ -22,6 +22,7 @@ from peakbench.harness.stats import median
 from peakbench.workloads import stream
 from peakbench.workload import Axis, Workload
 from peakbench.workloads.chase import ROUND, SEED, ChaseKernel
+from peakbench.workloads.witness import Witness
 
 BLOCK = 256                 # invocations a workgroup, every kernel here
 SLIDE = 256                 # vectors the shared read's window moves over (a power of two)
@@ -110,11 +111,12 @@ class SharedReadWorkload(Workload):
         self.groups = stream.resident_groups(rt)
         self.threads = self.groups * BLOCK
         defines = shared_defines(test, variant)
-        self.kernel = rt.compile(kernel.source, defines, kernel.entry, block=BLOCK, args="bbu", label=test.name)
+        self.kernel = rt.compile(kernel.source, defines, kernel.entry, block=BLOCK, args="bbbu", label=test.name)
         self.data = shared_data(self.unroll)
         self.src = rt.alloc(self.data.nbytes)
         rt.upload(self.src, self.data)
         self.dst = rt.alloc(self.threads * 16)
+        self.witness = Witness(rt)
         self.params = {"workgroup_size": BLOCK, "workgroups": self.groups, "access_bytes": test.access_bytes,
                        "unroll": self.unroll, "partial_sums": defines["SUMS"],
                        "shared_bytes_per_group": self.data.nbytes, "path": kernel.path,
@@ -125,7 +127,7 @@ class SharedReadWorkload(Workload):
 
     def run(self, size: int) -> float:
         per, repeat = launches(size, self.spec.max_loop)
-        return self.rt.launch(self.kernel, self.groups, [self.src, self.dst, np.uint32(per)], repeat=repeat)
+        return self.witness.launch(self.kernel, self.groups, [self.src, self.dst], [np.uint32(per)], repeat=repeat)
 
     def items(self, size: int) -> int:
         return size * self.threads * self.unroll
@@ -133,13 +135,14 @@ class SharedReadWorkload(Workload):
     def verify(self) -> str | None:
         def check(passes: int) -> str | None:
             self.rt.fill(self.dst, 0xFF)
-            self.rt.launch(self.kernel, self.groups, [self.src, self.dst, np.uint32(passes)])
+            self.witness.launch(self.kernel, self.groups, [self.src, self.dst], [np.uint32(passes)])
             got = np.frombuffer(self.rt.download(self.dst, self.threads * 16), np.uint32)
             return differs(got, shared_sums(self.data, self.groups, passes, self.unroll))
         return guards.at_counts(VERIFY_COUNTS, check, "passes", self.evidence)
 
     def close(self) -> None:
         release(self, self.rt.free, "src", "dst")
+        release(self, Witness.close, "witness")
         release(self, self.rt.discard, "kernel")
 
 
@@ -265,9 +268,10 @@ class L2Workload(Workload):
         self.groups = l2_groups(rt)
         self.threads, self.tile = self.groups * BLOCK, BLOCK * self.unroll
         defines = l2_defines(test, variant)
-        self.kernel = rt.compile(kernel.source, defines, kernel.entry, block=BLOCK, args="bbuuuu", label=test.name)
+        self.kernel = rt.compile(kernel.source, defines, kernel.entry, block=BLOCK, args="bbbuuuu", label=test.name)
         self.src, self.src_vectors = None, 0
         self.dst = rt.alloc(self.threads * 16)
+        self.witness = Witness(rt)
         self.point = (0, 0, 0)
         w = rt.words
         self.params = {"workgroup_size": BLOCK, "workgroups": self.groups, "access_bytes": test.access_bytes,
@@ -295,8 +299,8 @@ class L2Workload(Workload):
     def run(self, size: int) -> float:
         n, mask, shift = self.point
         per, repeat = launches(size, self.spec.max_loop // (1 + n // self.groups // self.tile))
-        args = [self.src, self.dst, np.uint32(per), np.uint32(n), np.uint32(mask), np.uint32(shift)]
-        return self.rt.launch(self.kernel, self.groups, args, repeat=repeat)
+        scalars = [np.uint32(per), np.uint32(n), np.uint32(mask), np.uint32(shift)]
+        return self.witness.launch(self.kernel, self.groups, [self.src, self.dst], scalars, repeat=repeat)
 
     def items(self, size: int) -> int:
         return size * self.point[0]
@@ -310,8 +314,8 @@ class L2Workload(Workload):
 
         def check(passes: int) -> str | None:
             self.rt.fill(self.dst, 0xFF)
-            self.rt.launch(self.kernel, self.groups, [self.src, self.dst, np.uint32(passes), np.uint32(n),
-                                                      np.uint32(mask), np.uint32(shift)])
+            self.witness.launch(self.kernel, self.groups, [self.src, self.dst],
+                                [np.uint32(passes), np.uint32(n), np.uint32(mask), np.uint32(shift)])
             got = np.frombuffer(self.rt.download(self.dst, self.threads * 16), np.uint32)
             return differs(got, stream.read_sums(n, self.groups, BLOCK, "chunk", passes, shift, mask))
         return guards.at_counts(VERIFY_COUNTS, check, "passes", self.evidence)
@@ -332,6 +336,7 @@ class L2Workload(Workload):
 
     def close(self) -> None:
         release(self, self.rt.free, "src", "dst")
+        release(self, Witness.close, "witness")
         release(self, self.rt.discard, "kernel")
 
 

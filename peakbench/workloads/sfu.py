@@ -26,6 +26,7 @@ import numpy as np
 from peakbench.backend import release, release_on_failure
 from peakbench.harness import guards
 from peakbench.workload import Workload
+from peakbench.workloads.witness import Witness
 
 SEEDS = 256
 LOCAL = 256                # threads per workgroup
@@ -175,7 +176,7 @@ class SfuWorkload(Workload):
         self.accumulators = variant.accumulators or test.accumulators
         local = min(LOCAL, rt.limits.max_block)
         settings = {**kernel.defines, "ACC": self.accumulators, "UNROLL": variant.unroll, "SEEDS": SEEDS}
-        self.kernel = rt.compile(kernel.source, settings, kernel.entry, block=local, args="bbu",
+        self.kernel = rt.compile(kernel.source, settings, kernel.entry, block=local, args="bbbu",
                                  label=f"{test.name}-{variant.name}")
         self.groups = max(1, rt.grid_threads(WAVES) // local)
         self.threads = self.groups * local
@@ -184,6 +185,7 @@ class SfuWorkload(Workload):
         self.inp = rt.alloc(len(data))
         self.out = rt.alloc(self.threads * self.accumulators * 4)
         rt.upload(self.inp, data)
+        self.witness = Witness(rt)
         self.params = {"variant": variant.name, **kernel.params, "workgroup_size": local, "workgroups": self.groups,
                        "threads": self.threads, "accumulators": self.accumulators, "unroll": variant.unroll,
                        "counted": "1 op per function result (the FMA of each step is not counted)"}
@@ -195,7 +197,7 @@ class SfuWorkload(Workload):
         self.census, self.loop_items = rt.census(self.kernel, "special"), variant.unroll * self.accumulators
 
     def run(self, size: int) -> float:
-        return self.rt.launch(self.kernel, self.groups, [self.out, self.inp, np.uint32(size)])
+        return self.witness.launch(self.kernel, self.groups, [self.out, self.inp], [np.uint32(size)])
 
     def items(self, size: int) -> int:
         return self.threads * size * self.variant.unroll * self.accumulators
@@ -220,4 +222,5 @@ class SfuWorkload(Workload):
 
     def close(self) -> None:
         release(self, self.rt.free, "inp", "out")
+        release(self, Witness.close, "witness")
         release(self, self.rt.discard, "kernel")
