@@ -294,7 +294,7 @@ __device__ __forceinline__ int c_row(int e, int lane) {
 
 extern "C" __global__ void __launch_bounds__(WAVE * WAVES)
 mma_peak(unsigned char* __restrict__ out, const unsigned char* __restrict__ ab,
-         const unsigned char* __restrict__ c0, unsigned iterations) {
+         const unsigned char* __restrict__ c0, unsigned* __restrict__ workgroups_done, unsigned iterations) {
     typedef Form F;
     typedef F::CT CT;
     constexpr int M = F::M, N = F::N, K = F::K, KP = F::KP;
@@ -338,4 +338,5 @@ mma_peak(unsigned char* __restrict__ out, const unsigned char* __restrict__ ab,
         for (int k = 1; k < ACC; k++) sum += c[k][e * F::CS];
         __builtin_memcpy(out + sizeof(CT) * (((size_t)wave * M + c_row(e, lane)) * N + col), &sum, sizeof sum);
     }
+    if (threadIdx.x == 0) atomicAdd(workgroups_done, 1u);     // workloads/witness.py
 }

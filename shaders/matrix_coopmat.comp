@@ -20,6 +20,7 @@ layout(push_constant) uniform Push { uint iterations; } push;
 layout(std430, binding = 0) writeonly buffer Out { C_T result[]; };
 layout(std430, binding = 1) readonly buffer Operands { A_T ab[]; };
 layout(std430, binding = 2) readonly buffer Accumulators { C_T c0[]; };
+layout(std430, binding = 3) buffer Launches { uint workgroups_done; };   // workloads/witness.py
 
 #define ROW gl_CooperativeMatrixLayoutRowMajor
 #if WORKGROUP_SCOPE
@@ -50,4 +51,5 @@ void main() {
     }
     [[unroll]] for (uint k = 1; k < ACC; k++) acc[0] = acc[0] + acc[k];
     coopMatStore(acc[0], result, owner * M * N, N, ROW);
+    if (gl_LocalInvocationIndex == 0) atomicAdd(workgroups_done, 1u);
 }

@@ -48,7 +48,7 @@ class hiprtcResult(enum.IntEnum):
 
 # The kernels that count their workgroups (peakbench/workloads/witness.py): the position of the word
 # among their arguments. The fake adds each launch's workgroups to it, as the kernel's last act does.
-WITNESS_ARG = {"alu": 2, "sfu": 2, "atomic": 1, "l2_read": 2, "shared_read": 2}
+WITNESS_ARG = {"alu": 2, "sfu": 2, "atomic": 1, "l2_read": 2, "shared_read": 2, "mma_peak": 3}
 TIMER_TICK_MS = 1e-6      # a nanosecond, added to event times in turn (hipEventElapsedTime)
 MARK = b"\0fake-hip-module\0"      # after a code object: what the fake module loader reads
 

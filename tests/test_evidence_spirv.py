@@ -121,6 +121,9 @@ class StandIn:
     def upload(self, buf, data):
         buf[:len(data)] = data
 
+    def fill(self, buf, byte):
+        buf[:] = bytes([byte]) * len(buf)
+
     def evidence(self, kernel):
         return {}
 

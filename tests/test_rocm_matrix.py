@@ -83,7 +83,7 @@ def mma_player(fnuz: bool, corrupt: bool = False):
         d = defines(launch["options"])
         form = next(k[len("FORM_"):] for k in d if k.startswith("FORM_"))
         operand, acc, (m, n, k) = form_types(form, d.get("FMT"))
-        out, ab, c0, iterations = launch["extra"]
+        out, ab, c0, _, iterations = launch["extra"]      # _: the launch witness (fake_hip counts it)
         unroll, accs, waves, wave = (int(d[x]) for x in ("UNROLL", "ACC", "WAVES", "WAVE"))
         assert launch["block"] == (waves * wave, 1, 1)
         owners = launch["grid"][0] * waves
@@ -194,7 +194,7 @@ def test_matrix_workload_launch_and_evidence(monkeypatch):
     d = defines(launch["options"])
     assert d["FORM_MfmaF8f6f4_32x32x64"] == "1" and d["FMT"] == "4" and launch["options"][0].startswith("--offload-arch=gfx950")
     assert launch["grid"] == (1024, 1, 1) and launch["block"] == (256, 1, 1)   # 256 CUs x 4 blocks of 4 waves of 64
-    assert scalar(launch["extra"][3]) == 100
+    assert scalar(launch["extra"][4]) == 100
     assert w.items(100) == 13_107_200       # 4096 waves x 100 iterations x 4 steps (unroll) x 8 accumulators
     assert w.evidence["builtin"] == "__builtin_amdgcn_mfma_scale_f32_32x32x64_f8f6f4"
     assert w.params["kernel"] == "matrix_amd.cu (MfmaF8f6f4_32x32x64)"
@@ -246,7 +246,7 @@ def sparse_player(fnuz: bool, reads_metadata: bool = True):
         form = next(k[len("FORM_"):] for k in d if k.startswith("FORM_"))
         assert form.startswith("Smfmac"), form
         operand, acc, (m, n, k) = form_types(form, None)
-        out, ab, c0, iterations = launch["extra"]
+        out, ab, c0, _, iterations = launch["extra"]      # _: the launch witness (fake_hip counts it)
         unroll, accs, waves = (int(d[x]) for x in ("UNROLL", "ACC", "WAVES"))
         owners = launch["grid"][0] * waves
         raw = bytes(fake.buffer(ab))

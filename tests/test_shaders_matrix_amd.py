@@ -88,6 +88,7 @@ PRELUDE = """#define __global__ __attribute__((global))
 struct __pb_dim { unsigned x, y, z; };
 __device__ extern const __pb_dim threadIdx, blockIdx;
 typedef __SIZE_TYPE__ size_t;
+__device__ inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
 """
 TARGET = {"CDNA1": "gfx908", "CDNA2": "gfx90a", "CDNA3": "gfx942", "CDNA4": "gfx950", "RDNA3": "gfx1100",
           "RDNA4": "gfx1201"}

@@ -272,7 +272,7 @@ class TensorWorkload(shared.MatrixWorkload):
         self.accumulators = variant.accumulators or test.accumulators
         settings = defines(form, variant, self.accumulators)
         self.block = 128 * WGMMA_GROUPS if wgmma else 32 * MMA_WARPS
-        self.kernel = rt.compile(form.source, settings, kernel_name(form), block=self.block, args="bbbu")
+        self.kernel = rt.compile(form.source, settings, kernel_name(form), block=self.block, args="bbbbu")
         if wgmma:
             per_unit, self.owners_per_block = 1, WGMMA_GROUPS
         else:

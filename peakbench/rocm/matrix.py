@@ -154,7 +154,7 @@ class MatrixWorkload(shared.MatrixWorkload):
                    "WAVES": WAVES, "WAVE": self.wave}
         if self.form.fmt is not None:
             defines["FMT"] = self.form.fmt
-        self.kernel = rt.compile(SOURCE, defines, "mma_peak", block=WAVES * self.wave, args="bbbu")
+        self.kernel = rt.compile(SOURCE, defines, "mma_peak", block=WAVES * self.wave, args="bbbbu")
         self.grid = max(1, rt.limits.units * BLOCKS_PER_UNIT)
         self.owners = self.grid * WAVES                        # one tile set per wave
         if catalog.is_sparse(test):

@@ -210,7 +210,7 @@ class MatrixWorkload(shared.MatrixWorkload):
         self.grid = max(1, rt.grid_threads(WAVES) // local)
         self.owners = self.grid if workgroup else self.grid * (local // sub)     # tile owners: subgroups
         inputs = ref.make_inputs(m, n, k, a, c, self.accumulators)
-        self.kernel = rt.load(code, local, "bbbu", f"{test.name}-{variant.name}")
+        self.kernel = rt.load(code, local, "bbbbu", f"{test.name}-{variant.name}")
         self.census = rt.census(self.kernel)           # the module's MMA steps, for the guards
         self.loop_items = variant.unroll * self.accumulators     # items one owner does per iteration
         self.setup(test, variant, rt, inputs, c)

@@ -10,6 +10,7 @@ import numpy as np
 from peakbench.backend import release
 from peakbench.catalog import matrix_reference as ref
 from peakbench.workload import Workload
+from peakbench.workloads.witness import Witness
 
 
 class MatrixWorkload(Workload):
@@ -30,6 +31,7 @@ class MatrixWorkload(Workload):
         self.out = rt.alloc(self.owners * m * n * np.dtype(self.out_dtype).itemsize)
         rt.upload(self.c0, inputs.accumulators())
         rt.upload(self.ab, self.operands(verify=False))
+        self.witness = Witness(rt)
 
     def operands(self, verify: bool) -> bytes:
         """A, B1, B2 as the kernel reads them; B2 = B1 to verify, -B1 to time."""
@@ -40,7 +42,7 @@ class MatrixWorkload(Workload):
         return None
 
     def run(self, size: int) -> float:
-        return self.rt.launch(self.kernel, self.grid, [self.out, self.ab, self.c0, np.uint32(size)])
+        return self.witness.launch(self.kernel, self.grid, [self.out, self.ab, self.c0], [np.uint32(size)])
 
     def items(self, size: int) -> int:
         return self.owners * size * self.variant.unroll * self.accumulators
@@ -61,4 +63,5 @@ class MatrixWorkload(Workload):
 
     def close(self) -> None:
         release(self, self.rt.free, "ab", "c0", "out")
+        release(self, Witness.close, "witness")
         release(self, self.rt.discard, "kernel")
