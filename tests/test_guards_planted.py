@@ -433,6 +433,7 @@ def test_launches_cut_short_of_their_workgroups_fail_the_launches_guard(tmp_path
         return launch(self, kernel, grid - 1 if long and grid > 1 else grid, args, repeat)
     monkeypatch.setattr(VulkanRuntime, "launch", short)
     r = run_inprocess(tmp_path, monkeypatch, "sfu.rcp,compute.fp32")
+    assert set(r) == {"sfu.rcp", "compute.fp32"}
     for t in r.values():
         assert_caught(t, "launches", "launches lost or cut short")
 

@@ -27,14 +27,16 @@ def flags(test, dtype: str) -> list[str]:
     return [f"-D{k}={v}" for k, v in atomic.defines(test, variant, 32, 256).items()]
 
 
-def loop_ops(tmp_path, test, dtype) -> list[str]:
-    """The opcodes of the kernel's iterations loop (the launch witness's add after it is not one)."""
+def kernel_ops(tmp_path, test, dtype, loop: bool = False) -> list[str]:
+    """The kernel's opcodes; `loop`: those of its iterations loop only (the launch count's add
+    after the loop is not one of the test's adds)."""
     cubin = tmp_path / "atomic.cubin"
     subprocess.run([NVCC, "-cubin", "-arch=sm_90a", *flags(test, dtype), str(SOURCE), "-o", str(cubin)],
                    check=True, capture_output=True, text=True)
     listing = subprocess.run([nvdisasm(), "-c", str(cubin)], check=True, capture_output=True, text=True).stdout
-    loop = sass.innermost(sass.with_addresses(listing))[0]
-    return re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w\s+)?([A-Z][A-Z0-9_.]*)", loop)
+    if loop:
+        listing = sass.innermost(sass.with_addresses(listing))[0]
+    return re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w\s+)?([A-Z][A-Z0-9_.]*)", listing)
 
 
 needs_nvcc = pytest.mark.skipif(NVCC is None or nvdisasm() is None, reason="nvcc or nvdisasm is not installed")
@@ -49,15 +51,15 @@ needs_nvcc = pytest.mark.skipif(NVCC is None or nvdisasm() is None, reason="nvcc
     ("atomic.shared_add", "u32", "ATOMS.ADD")])
 def test_every_add_is_one_hardware_atomic(tmp_path, name, dtype, opcode):
     test = CATALOG.get(name)
-    ops = loop_ops(tmp_path, test, dtype)
+    ops = kernel_ops(tmp_path, test, dtype, loop=True)
     assert ops.count(opcode) % UNROLL == 0 and ops.count(opcode) >= UNROLL, ops
-    assert not [op for op in ops if "CAS" in op], "no compare-and-swap loop"
+    assert not [op for op in kernel_ops(tmp_path, test, dtype) if "CAS" in op], "no compare-and-swap loop"
     assert opcode.startswith(cuda_atomic.INSTRUCTION["cuda"][test.space])
 
 
 @needs_nvcc
 def test_shared_float_add_is_a_compare_and_swap_loop_as_the_table_says(tmp_path):
-    ops = loop_ops(tmp_path, CATALOG.get("atomic.shared_add"), "f32")
+    ops = kernel_ops(tmp_path, CATALOG.get("atomic.shared_add"), "f32")
     assert any(op.startswith("ATOMS.CAS") for op in ops) and "ATOMS.ADD" not in ops
     assert "ATOMS.CAS" in cuda_atomic.NO_SHARED_FLOAT
 

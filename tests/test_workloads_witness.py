@@ -13,7 +13,9 @@ from peakbench.catalog import default_catalog
 from peakbench.workloads.witness import Witness
 
 CATALOG = default_catalog()
-# One test of each family whose kernel counts itself, the workload's own launches in run().
+# One test of each family whose kernel counts itself and lavapipe runs, through the workload's own
+# launches (lavapipe has no cooperative matrix: the matrix kernels' count runs on a GPU, and their
+# position among the arguments is held to the source below).
 WITNESSED = ("compute.fp32", "compute.int8", "sfu.rcp", "memory.l2", "memory.shared", "atomic.shared_add",
              "atomic.global_add")
 
@@ -83,6 +85,32 @@ def test_a_launch_one_workgroup_short_is_caught(vulkan_device, monkeypatch):
         assert problem and problem.startswith(f"the kernel counted {w.witness.groups - 1} workgroups of the 1 launches")
     finally:
         w.close()
+
+
+# Each CUDA/HIP kernel with the count: (source, entry point) -> the workload's buffers before the word.
+CUDA_KERNELS = {("alu.cu", "alu"): 2, ("sfu.cu", "sfu"): 2, ("atomic.cu", "atomic"): 1, ("onchip.cu", "l2_read"): 2,
+                ("onchip.cu", "shared_read"): 2, ("tensor_mma.cu", "mma_peak"): 3, ("tensor_wgmma.cu", "wgmma_peak"): 3,
+                ("matrix_amd.cu", "mma_peak"): 3}
+
+
+@pytest.mark.parametrize("source, entry", sorted(CUDA_KERNELS))
+def test_the_count_is_the_parameter_after_the_buffers_in_every_cuda_and_hip_kernel(source, entry):
+    import re
+
+    import fake_hip
+    from peakbench.sources import SHADERS
+    text = (SHADERS / source).read_text()
+    signature = re.search(rf"\b{entry}\(([^)]*)\)\s*{{", text, re.S)
+    assert signature, f"no {entry}( in {source}"
+    params = [p.strip() for p in signature.group(1).split(",")]
+    at = CUDA_KERNELS[(source, entry)]
+    assert all("*" in p for p in params[:at]) and "workgroups_done" in params[at], params
+    assert all("*" not in p for p in params[at + 1:]), params          # the scalars follow it
+    if source != "tensor_wgmma.cu":                                    # fake HIP plays what HIP runs
+        assert fake_hip.WITNESS_ARG[entry] == at
+    body = text[signature.end():text.index("\n}", signature.end()) + 2]          # up to the kernel's closing brace
+    assert re.search(r"if \(threadIdx\.x == 0\) atomicAdd\(workgroups_done, 1u\);\s*//[^\n]*\n}$", body), \
+        "the count is the kernel's last statement"
 
 
 class WordOnly:
