@@ -33,6 +33,16 @@ def own_launches(samples: int) -> int:
     return max(0, REPLAYED_LAUNCHES - 1 - samples)
 
 
+def warm_launches(run: Callable[[int], float], size: int, seconds: float, least: int,
+                  warming: Callable[[], bool]) -> list[float]:
+    """The GPU seconds of calibration's last launch of `size` (`seconds`) and of the warm-up's
+    after it: `least` launches at least (own_launches), more while `warming()` holds."""
+    launches = [seconds]
+    while len(launches) - 1 < least or warming():
+        launches.append(run(size))
+    return launches
+
+
 def rate(items: int, seconds: float, per_item: float, unit: str) -> float:
     """`items` work items, each worth `per_item` (the descriptor's ops, bytes, loads or launches),
     done in `seconds` of GPU time, in `unit`: work per second, or time per item for ns and us."""
@@ -275,11 +285,10 @@ def measure(workload, per_item: float, unit: str, settings: Settings, started: f
     own = time.perf_counter()
     burst = take_burst(workload, per_item, unit, clock, started) if workload.burst else None
     size, seconds = calibrate(workload.run, settings)
-    launches = [seconds]             # calibration's last, the warm-up's, the timed ones (the timer guard)
-    least = own_launches(settings.min_samples)
-    while (len(launches) - 1 < least or time.perf_counter() - started < settings.warmup_s
-           or time.perf_counter() - own < settings.own_warmup_s):
-        launches.append(workload.run(size))
+    # calibration's last, the warm-up's, then the timed ones (the timer guard reads them all)
+    launches = warm_launches(workload.run, size, seconds, own_launches(settings.min_samples),
+                             lambda: (time.perf_counter() - started < settings.warmup_s
+                                      or time.perf_counter() - own < settings.own_warmup_s))
     warm_up = hold(workload, size, settings, clock, held_mhz) if held_mhz else None
     rates, clocks, timing, times = [], [], [], []
     t0 = time.perf_counter()
@@ -388,10 +397,8 @@ def over_axis(workload, axis, per_item: float, unit: str, settings: Settings, cl
 def fixed_samples(workload, count: int, per_item: float, unit: str, settings: Settings, clock) -> VariantResult:
     """Calibrated to sample_s, warmed up for min(warmup_s, budget_s), then `count` timed launches."""
     size, seconds = calibrate(workload.run, settings)
-    launches = [seconds]
     warm_until = time.perf_counter() + min(settings.warmup_s, settings.budget_s)
-    while len(launches) - 1 < own_launches(count) or time.perf_counter() < warm_until:
-        launches.append(workload.run(size))
+    launches = warm_launches(workload.run, size, seconds, own_launches(count), lambda: time.perf_counter() < warm_until)
     rates, timing, t0 = [], [], time.perf_counter()
     for _ in range(count):
         wall = time.perf_counter()
