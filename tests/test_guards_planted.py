@@ -363,6 +363,12 @@ def test_a_host_count_of_atomics_or_function_results_off_by_two_fails_the_work_g
         assert_caught(t, "work", words)
 
 
+def long_launch(args, repeat: int) -> bool:
+    """A launch past the checks' (which run 1 and 2 iterations or passes, one launch each)."""
+    from peakbench.vulkan.device import Buffer
+    return repeat > 2 or any(int(a) > 2 for a in args if not isinstance(a, Buffer))
+
+
 def plant_lost_launches(monkeypatch, jitter_s: float = 0.0) -> None:
     """A runtime that skips a long launch identical to the one before (a command buffer thought
     still valid), waiting as long as the earlier one took and reporting its time (plus `jitter_s`
@@ -370,14 +376,12 @@ def plant_lost_launches(monkeypatch, jitter_s: float = 0.0) -> None:
     pass; the timed launches are lost."""
     import itertools
     import time
-    from peakbench.vulkan.device import Buffer
     from peakbench.vulkan.runtime import VulkanRuntime
     launch, last, ticks = VulkanRuntime.launch, {}, itertools.cycle((0, 1, 2))
 
     def lossy(self, kernel, grid, args, repeat=1):
         key = (kernel.name, grid, tuple(str(a) for a in args), repeat)
-        long = repeat > 2 or any(int(a) > 2 for a in args if not isinstance(a, Buffer))
-        if long and last.get("key") == key:
+        if long_launch(args, repeat) and last.get("key") == key:
             time.sleep(last["seconds"])
             return last["seconds"] + jitter_s * next(ticks)
         last.update(key=key, seconds=launch(self, kernel, grid, args, repeat))
@@ -424,13 +428,11 @@ def test_launches_lost_after_the_first_behind_a_jittered_time_fail_the_launches_
 def test_launches_cut_short_of_their_workgroups_fail_the_launches_guard(tmp_path, monkeypatch):
     # A runtime that dispatches one workgroup fewer than asked, once the checks are done: the
     # sampled output of the checks cannot see it, the kernel's count does.
-    from peakbench.vulkan.device import Buffer
     from peakbench.vulkan.runtime import VulkanRuntime
     launch = VulkanRuntime.launch
 
     def short(self, kernel, grid, args, repeat=1):
-        long = repeat > 2 or any(int(a) > 2 for a in args if not isinstance(a, Buffer))
-        return launch(self, kernel, grid - 1 if long and grid > 1 else grid, args, repeat)
+        return launch(self, kernel, grid - 1 if long_launch(args, repeat) and grid > 1 else grid, args, repeat)
     monkeypatch.setattr(VulkanRuntime, "launch", short)
     r = run_inprocess(tmp_path, monkeypatch, "sfu.rcp,compute.fp32")
     assert set(r) == {"sfu.rcp", "compute.fp32"}

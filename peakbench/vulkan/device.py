@@ -133,7 +133,7 @@ class VulkanDevice:
         f12.vulkanMemoryModel = f["vulkanMemoryModel"]      # glslang's cooperative matrices use it
         # with the memory model on, a buffer atomic of device scope (GLSL's atomicAdd) needs this too;
         # Vulkan 1.3 requires both of every device
-        f12.vulkanMemoryModelDeviceScope = f.get("vulkanMemoryModelDeviceScope", False)
+        f12.vulkanMemoryModelDeviceScope = f["vulkanMemoryModelDeviceScope"]
         f12.bufferDeviceAddress = f["bufferDeviceAddress"]  # the pointer chase follows device addresses
         f13 = _new("VkPhysicalDeviceVulkan13Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES)
         f13.shaderIntegerDotProduct = f["shaderIntegerDotProduct"]

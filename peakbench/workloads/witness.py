@@ -1,8 +1,7 @@
 """The kernel's own count of its launches, for the tests whose every launch leaves the same output
 (the ALU's chains, a special function's, a cache or shared-memory read's, an atomic test's words,
-a matrix tile's):
-their checks read one launch's output, so a launch lost, or cut short of its workgroups, would
-leave nothing else to see. Each such kernel takes one more buffer, a 32-bit word the first
+a matrix tile's): their checks read one launch's output, so a launch lost, or cut short of its
+workgroups, would leave nothing else to see. Each such kernel takes one more buffer, a 32-bit word the first
 invocation of every workgroup adds one to as its last act; the host counts the workgroups it
 launched, and the `launches` guard (harness/session.py) holds the two equal after the timed
 launches: every workgroup launched was dispatched and its first invocation ran to the end. One
@@ -41,7 +40,8 @@ class Witness:
         return int(np.frombuffer(self.rt.download(self.buffer, 4), np.uint32)[0])
 
     def check(self) -> tuple[str | None, str]:
-        """(problem, evidence): every workgroup launched since the word was cleared ran to its end."""
+        """(problem, evidence): every workgroup launched since the word was cleared was dispatched,
+        and its first invocation reached the kernel's end."""
         got, want = self.counted(), self.groups % WORD
         said = f"{self.launches} launches of {self.groups} workgroups"
         if got == want:
