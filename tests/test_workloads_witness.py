@@ -139,6 +139,16 @@ class WordOnly:
         del self.words[buf]
 
 
+def test_a_kernel_that_counts_each_invocation_is_told_from_lost_launches():
+    rt = WordOnly()
+    witness = Witness(rt)
+    witness.launch(None, 4, [], [np.uint32(1)])
+    rt.words[witness.buffer][0] = 4 * 256                # every invocation added one, not the first alone
+    assert witness.check()[0] == ("the kernel counted 1024 workgroups of the 1 launches of 4 workgroups: more than one"
+                                  " count a workgroup: the kernel's count is not the launches'")
+    witness.close()
+
+
 def test_the_count_wraps_as_a_32_bit_word():
     rt = WordOnly()
     witness = Witness(rt)

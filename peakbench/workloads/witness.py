@@ -46,8 +46,9 @@ class Witness:
         said = f"{self.launches} launches of {self.groups} workgroups"
         if got == want:
             return None, f"the kernel counted all {said}"
-        return (f"the kernel counted {got} workgroups of the {said}: launches lost or cut short,"
-                f" their time not the kernel's"), f"{got} of {self.groups} workgroups counted"
+        why = ("launches lost or cut short, their time not the kernel's" if got < want else
+               "more than one count a workgroup: the kernel's count is not the launches'")
+        return f"the kernel counted {got} workgroups of the {said}: {why}", f"{got} of {self.groups} workgroups counted"
 
     def close(self) -> None:
         if self.buffer is not None:
