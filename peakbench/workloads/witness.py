@@ -1,11 +1,11 @@
 """The kernel's own count of its launches, for the tests whose every launch leaves the same output
 (the ALU's chains, a special function's, a cache or shared-memory read's, an atomic test's words,
 a matrix tile's): their checks read one launch's output, so a launch lost, or cut short of its
-workgroups, would leave nothing else to see. Each such kernel takes one more buffer, a 32-bit word the first
-invocation of every workgroup adds one to as its last act; the host counts the workgroups it
-launched, and the `launches` guard (harness/session.py) holds the two equal after the timed
-launches: every workgroup launched was dispatched and its first invocation ran to the end. One
-atomic add a workgroup, after the loop: nothing the timing can see."""
+workgroups, would leave nothing else to see. Each such kernel takes one more buffer, a 32-bit
+word the first invocation of every workgroup adds one to as its last act; the host counts the
+workgroups it launched, and the `launches` guard (harness/session.py) holds the two equal after
+the timed launches: every workgroup launched was dispatched and its first invocation ran to the
+end. One atomic add a workgroup, after the loop: nothing the timing can see."""
 from __future__ import annotations
 
 from typing import Sequence
