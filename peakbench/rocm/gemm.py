@@ -80,7 +80,7 @@ def workload(test, variant, rt):
 
 
 # OCP E4M3 bytes as FNUZ E4M3 (bias 8): the exponent one higher is the same value. The operands'
-# bytes have exponent 6 or 7 (|x| in [0.5, 2)), so adding 8 to each byte carries into none.
+# bytes have exponents 4 to 7 (|x| in [1/8, 2)), so adding 8 to each byte carries into none.
 FNUZ_ADD = 0x08080808
 
 
