@@ -22,9 +22,10 @@ SPIN_LAUNCHES = 5          # each side's shortest of this many (a CPU driver's l
 # between (hence the GPU time is the shortest of launches before and after).
 LEAST_HOST_OVER_GPU = 0.95
 # A CPU driver's timer is the host's clock around a launch that shares the host's cores with the
-# polling loop: its launches of ~0.1 ms vary by 10-20%. A path that does not wait reads a few
-# percent of the spin's time, far under either share.
-LEAST_HOST_OVER_CPU = 0.75
+# polling loop: its launches of ~0.1 ms vary by 10-20% on an idle host, and on a loaded 2-core
+# one (the test suite beside lavapipe) a host time read 0.745 of the GPU timer's. A path that does
+# not wait reads a few percent of the spin's time, far under either share.
+LEAST_HOST_OVER_CPU = 0.5
 LCG = (1664525, 1013904223)
 
 
