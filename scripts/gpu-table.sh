@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The performance issue's table on one board in one call (PERFORMANCE_ANALYSIS.md, twelfth round):
+# The performance issue's table on one board in one call (PERFORMANCE_ANALYSIS.md, thirteenth round):
 # cold and warm --quick per backend from this checkout and from the installed wheel (WHEEL, a
 # folder holding peakbench's wheel; default dist/), the peer bundle (.peers/, a copy of
 # ../shared/peers), then the default suite of both backends in one process from an empty cache, in
