@@ -467,6 +467,26 @@ def test_a_launch_path_that_does_not_wait_or_loses_launches_fails_the_measured_g
 
 
 @lavapipe
+def test_a_launch_count_off_by_two_fails_the_work_guard(tmp_path, monkeypatch):
+    # The catalog credits two launches to each host-timed one: the overhead would read half.
+    from peakbench.catalog import LaunchTest
+    monkeypatch.setattr(LaunchTest, "per_item", lambda self, variant: 2)
+    r = run_inprocess(tmp_path, monkeypatch, "launch.overhead")
+    assert_caught(r["launch.overhead"], "work", "each host time is of one launch, the catalog counts 2")
+
+
+@lavapipe
+def test_a_runtime_that_times_fewer_launches_than_asked_fails(tmp_path, monkeypatch):
+    from peakbench.vulkan.runtime import VulkanRuntime
+    real = VulkanRuntime.launch_times
+    monkeypatch.setattr(VulkanRuntime, "launch_times", lambda self, kernel, count, args=():
+                        real(self, kernel, count, args)[:max(1, count // 2)])
+    r = run_inprocess(tmp_path, monkeypatch, "launch.overhead")
+    assert r["launch.overhead"]["status"] == "failed"
+    assert "the runtime timed" in r["launch.overhead"]["reason"], r["launch.overhead"]["reason"]
+
+
+@lavapipe
 def test_copies_lost_after_the_first_fail_the_measured_guard(tmp_path, monkeypatch):
     # A copy path that submits only the first copy of a launch and waits as long as all would take.
     import time

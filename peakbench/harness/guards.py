@@ -189,6 +189,15 @@ def work(test, variant, census, loop_items: int | None) -> tuple[str | None, dic
     return None, evidence
 
 
+def launches_timed(test, variant) -> tuple[str | None, str]:
+    """(problem, evidence) of a host-timed test's count: the runtime times each launch on its own
+    (launch_times: one time a launch), so the catalog must credit one launch to each time."""
+    claim = test.per_item(variant)
+    if claim != 1:
+        return f"each host time is of one launch, the catalog counts {claim:g}", f"{claim:g} launches claimed a time"
+    return None, "one launch a host time, as the runtime times them"
+
+
 def moved(test, variant, census, loop_items: int | None) -> tuple[str | None, dict | str]:
     """(problem, evidence) of a stream kernel's device loads and stores, counted in its compiled
     module (evidence/spirv.py memory_census), against what the host counts: loop_items items per

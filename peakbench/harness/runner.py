@@ -415,7 +415,10 @@ def host_timed(workload, per_item: float, unit: str, settings: Settings) -> Vari
     """20 host-timed launches untimed (the first are slower), then settings.host_samples; no
     clock: an empty launch leaves the GPU idle."""
     workload.host_times(20)
-    values = [rate(1, t, per_item, unit) for t in workload.host_times(settings.host_samples)]
+    times = workload.host_times(settings.host_samples)
+    if len(times) != settings.host_samples:
+        raise Failed(f"the runtime timed {len(times)} of {settings.host_samples} launches")
+    values = [rate(1, t, per_item, unit) for t in times]
     return VariantResult(workload.name, 0, summarize(values), None, dict(workload.params),
                          dict(workload.evidence), values)
 

@@ -105,6 +105,8 @@ def _apply(checks: dict, name: str, found: tuple) -> str | None:
 def static_guards(test: TestSpec, variant, workload, device, spec, checks: dict) -> str | None:
     """The guards that read the compiled kernel and the workload's layout, before any launch."""
     census = workload.census
+    if workload.timing == "host":                                   # launches timed one by one
+        return _apply(checks, "work", guards.launches_timed(test, variant))
     if census is not False and isinstance(test, MemoryTest):        # the bytes a stream moves
         problem = _apply(checks, "work", guards.moved(test, variant, census, workload.loop_items))
         if problem:
