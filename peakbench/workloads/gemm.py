@@ -32,7 +32,7 @@ STORAGE = {"fp16": np.float16, "bf16": np.uint16, "tf32": np.float32, "fp32": np
 # every value is exact in its type and in [1/8, 2): (element bytes, keep mask, set bits) of the raw
 # element; int8 keeps every bit. Two random exponent bits, because that is the form whose GEMMs run
 # as torch.randn's do: on an H200, with one (|x| in [0.5, 2)) torch's products ran 1.6-4.8% faster
-# than on normal data, under the power cap 1.3-2.9%; with two within 0.6-1.4%
+# than on normal data, under the power cap 1.3-3.2%; with two within 0.6-1.4%
 # (PERFORMANCE_ANALYSIS.md, "The GEMM operands' data").
 FLOAT_BITS = {"fp16": (2, 0x8FFF, 0x3000), "bf16": (2, 0x81FF, 0x3E00), "tf32": (4, 0x81FFFFFF, 0x3E000000),
               "fp64": (8, 0x803FFFFFFFFFFFFF, 0x3FC0000000000000), "fp8_e4m3": (1, 0x9F, 0x20)}
