@@ -31,7 +31,7 @@ MATRIX = [("matrix.fp16.fp32", "fp16", "fp32", 16, 8, 16), ("matrix.fp16.fp16", 
 
 def checked(test, variant, census, loop_items) -> tuple:
     """The session's static guards on a workload with this census: (problem, the guards' evidence)."""
-    workload = SimpleNamespace(census=census, loop_items=loop_items, params={}, evidence={})
+    workload = SimpleNamespace(census=census, loop_items=loop_items, params={}, evidence={}, timing="gpu")
     checks = {}
     problem = session.static_guards(test, variant, workload, None, None, checks)
     return problem, checks
