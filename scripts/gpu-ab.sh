@@ -9,14 +9,8 @@ before=$1 backends=$2
 shift 2
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONUNBUFFERED=1 PEAKBENCH_CACHE=/tmp/peakbench-cache
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -f "$icd" ] && export VK_DRIVER_FILES=$icd
-egl=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-[ -f "$egl" ] && export __EGL_VENDOR_LIBRARY_FILENAMES=$egl
+. scripts/lent-machine.sh
+export PEAKBENCH_CACHE=/tmp/peakbench-cache
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 rc=0
 for backend in ${backends//,/ }; do

@@ -1,18 +1,14 @@
 #!/usr/bin/env bash
-# Runs peakbench on a lent GPU machine with no network: unpack the Vulkan loader and the Python
-# wheels carried in .gl/ and .whl/ (see PERFORMANCE_ANALYSIS.md, "How the numbers are taken"),
-# then run the given peakbench arguments, keeping JSON, Markdown, charts and logs under $OUT
+# Runs peakbench on a lent GPU machine with no network, set up by scripts/lent-machine.sh (the
+# Vulkan loader and the wheels carried in .gl/ and .whl/): the given peakbench arguments, keeping
+# JSON, Markdown, charts and logs under $OUT
 # (--plot needs matplotlib, which the lent machine's image has; carry it as a wheel elsewhere).
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PEAKBENCH_CACHE=/tmp/peakbench-cache
+. scripts/lent-machine.sh
+export PYTHONPATH=/tmp/site:$PWD PEAKBENCH_CACHE=/tmp/peakbench-cache
 export PEAKBENCH_DUMP_DIR=/tmp/peakbench-ir
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -f "$icd" ] && export VK_DRIVER_FILES=$icd
 nvidia-smi --query-gpu=name,pci.device_id,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu,clocks_event_reasons.active --format=csv > "$OUT/smi_before.csv" 2>&1
 python3 -m peakbench --list-devices 2>&1 | tee "$OUT/devices.txt"
 start=$(date +%s)

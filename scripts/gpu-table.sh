@@ -9,12 +9,9 @@
 set -u
 OUT=${OUT:-/tmp/out}; R=/tmp/r; mkdir -p "$OUT" $R
 T0=$(date +%s)
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+. scripts/lent-machine.sh
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/wsite "${WHEEL:-dist}"/*.whl || exit 1
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; [ -f $icd ] && export VK_DRIVER_FILES=$icd
-egl=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json; [ -f $egl ] && export __EGL_VENDOR_LIBRARY_FILENAMES=$egl
+export PYTHONDONTWRITEBYTECODE=1
 nvidia-smi --query-gpu=name,uuid,driver_version,power.limit,clocks.max.sm,temperature.gpu --format=csv,noheader | tee $R/board.txt
 pack() { tar czf "$OUT/table.tgz" -C /tmp r; }
 # t LABEL CACHE DIR args...: one peakbench process, wall time in ms
