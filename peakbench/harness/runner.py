@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from peakbench.harness import host_cpus
 from peakbench.harness.guards import REPLAYED_LAUNCHES
 from peakbench.harness.stats import Summary, median, round_significant, stdrel, summarize
 from peakbench.workload import Sweep
@@ -148,6 +149,7 @@ CLOCK_HOLD = 0.03     # a shared warm-up holds while the clock is within this of
 BURST_LAUNCHES = 10
 BURST_SAMPLE_S = 0.001  # each burst launch: about one 8192-cube GEMM, so the ten span ~15 ms, as torch's
 BURST_IDLE_S = 1.0
+ON_INTERRUPT_CPU = 20    # launches timed on a CPU that takes GPU interrupts, for the evidence (host_timed)
 REWARM_CHECK_S = 0.05  # a warm-up again reads the clock this often...
 CLOCK_STILL = 0.01     # ...and ends where it stays within this of one reading (15 MHz at 1980 MHz is 0.8%)
 STILL_READINGS = 2     # ...for this many readings after it (a clock climbing a step per reading goes on)
@@ -412,15 +414,24 @@ def fixed_samples(workload, count: int, per_item: float, unit: str, settings: Se
 
 
 def host_timed(workload, per_item: float, unit: str, settings: Settings) -> VariantResult:
-    """20 host-timed launches untimed (the first are slower), then settings.host_samples; no
-    clock: an empty launch leaves the GPU idle."""
-    workload.host_times(20)
-    times = workload.host_times(settings.host_samples)
+    """20 host-timed launches untimed (the first are slower), then settings.host_samples, on a
+    CPU that takes no GPU interrupt (host_cpus); where one was avoided, ON_INTERRUPT_CPU launches
+    timed on it go in the evidence. No clock: an empty launch leaves the GPU idle."""
+    on_interrupt_cpu = None
+    with host_cpus.off_interrupt_cpus() as placement:
+        workload.host_times(20)
+        if placement and placement.avoided:
+            with host_cpus.pinned({placement.avoided[0]}):
+                there = workload.host_times(ON_INTERRUPT_CPU)
+            on_interrupt_cpu = round_significant(median([rate(1, t, per_item, unit) for t in there]), 4)
+        times = workload.host_times(settings.host_samples)
     if len(times) != settings.host_samples:
         raise Failed(f"the runtime timed {len(times)} of {settings.host_samples} launches")
     values = [rate(1, t, per_item, unit) for t in times]
-    return VariantResult(workload.name, 0, summarize(values), None, dict(workload.params),
-                         dict(workload.evidence), values)
+    evidence = dict(workload.evidence)
+    if placement:
+        evidence["host_cpus"] = placement.evidence(on_interrupt_cpu)
+    return VariantResult(workload.name, 0, summarize(values), None, dict(workload.params), evidence, values)
 
 
 def series_of(workload, settings: Settings) -> dict | None:

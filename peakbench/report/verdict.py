@@ -47,6 +47,24 @@ def _cause(reasons: list[str]) -> str | None:
     return "power" if "power" in cause else "thermal" if "thermal" in cause else None
 
 
+def _host_path(evidence: dict) -> tuple[str, dict]:
+    """Where a launch's host time went, from its evidence: the API's split (host_split) and the
+    CPUs the loop was kept off (host_cpus), as words and fields."""
+    split, cpus = evidence.get("host_split") or {}, evidence.get("host_cpus") or {}
+    why, found = "", {}
+    if _num(split.get("submit_us")) is not None and _num(split.get("until_signaled_us")) is not None:
+        why += (f"; {split['submit_us']} us in the submission call, {split['until_signaled_us']} us more until the"
+                f" completion read signaled")
+        found.update(submit_us=split["submit_us"], until_signaled_us=split["until_signaled_us"])
+    kept, there = cpus.get("kept_off_cpus"), _num(cpus.get("on_interrupt_cpu_us"))
+    if kept and there is not None:
+        which = "CPU " + ", ".join(map(str, kept))
+        why += (f"; timed off {which}, which takes the GPU's interrupts ({cpus.get('interrupts_of')}): a launch"
+                f" timed there read {there:g} us")
+        found.update(kept_off_cpus=kept, on_interrupt_cpu_us=there)
+    return why, found
+
+
 def limit(r: dict, spec: dict | None = None, health: dict | None = None) -> dict | None:
     """The verdict on one ok result alone; `spec` is the run's spec entry ({"boost_clock_mhz"}),
     `health` its device's (telemetry.health: the link's generation and width)."""
@@ -59,8 +77,9 @@ def limit(r: dict, spec: dict | None = None, health: dict | None = None) -> dict
     at_clock, of_spec = _num(r.get("pct_of_clock_peak")), _num(r.get("pct_of_spec"))
     reasons = _throttles(r)
     if unit == "us":
+        why, found = _host_path(evidence)
         return _verdict("host", "a host-timed submission to completion of an empty launch: the host's and the"
-                                " driver's path, the GPU runs nothing", {"value_us": r["value"]})
+                                " driver's path, the GPU runs nothing" + why, {"value_us": r["value"], **found})
     if family == "latency":
         cycles = _num(params.get("cycles"))
         text = f"a dependent chase: each load waits for the one before" + (
