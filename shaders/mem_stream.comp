@@ -30,8 +30,11 @@
 // later (below, several workgroups read a slice in one pass, all inside the caches), and each
 // workgroup (an odd step around a power-of-two ring) visits every slice, so its own L1 never
 // holds its next one.
-// Defines: MODE, UNROLL, LAYOUT, SUMS. n_vec is a multiple of threads * UNROLL (the rows read: of
-// local_size * UNROLL).
+// The measured kernel (not the fill or the checks' reads) counts its workgroups as its last act:
+// workgroup w adds one to slot w % WITNESS_SLOTS, WITNESS_STRIDE words apart (workloads/witness.py:
+// a write's 4 KiB tiles end about 10^9 times a second, too many adds for one word).
+// Defines: MODE, UNROLL, LAYOUT, SUMS, WITNESS_SLOTS and WITNESS_STRIDE. n_vec is a multiple of
+// threads * UNROLL (the rows read: of local_size * UNROLL).
 #extension GL_EXT_control_flow_attributes : require
 #if MODE == 0 && LAYOUT == 2
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -53,6 +56,10 @@ layout(std430, binding = 0) restrict readonly buffer Src { uvec4 src[]; };
 layout(std430, binding = 1) restrict buffer Dst { uvec4 dst[]; };
 #else
 layout(std430, binding = 1) restrict writeonly buffer Dst { uvec4 dst[]; };
+#endif
+
+#ifdef WITNESS_SLOTS
+layout(std430, binding = 2) buffer Launches { uint workgroups_done[]; };   // workloads/witness.py
 #endif
 
 #if MODE == 0 && LAYOUT == 2
@@ -120,5 +127,9 @@ void main() {
         dst[j] = src[j];
 #endif
     }
+#endif
+#ifdef WITNESS_SLOTS
+    if (gl_LocalInvocationIndex == 0)
+        atomicAdd(workgroups_done[(gl_WorkGroupID.x % WITNESS_SLOTS) * WITNESS_STRIDE], 1u);
 #endif
 }

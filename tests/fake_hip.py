@@ -48,7 +48,10 @@ class hiprtcResult(enum.IntEnum):
 
 # The kernels that count their workgroups (peakbench/workloads/witness.py): the position of the word
 # among their arguments. The fake adds each launch's workgroups to it, as the kernel's last act does.
-WITNESS_ARG = {"alu": 2, "sfu": 2, "atomic": 1, "l2_read": 2, "shared_read": 2, "mma_peak": 3}
+# A kernel named in COUNTS_ONLY_WITH counts only where it is built with that define (the stream
+# kernel: its measured build, not the fill or the checks' reads), workgroup w in slot w % WITNESS_SLOTS.
+WITNESS_ARG = {"alu": 2, "sfu": 2, "atomic": 1, "l2_read": 2, "shared_read": 2, "mma_peak": 3, "stream": 2}
+COUNTS_ONLY_WITH = {"stream": "WITNESS_SLOTS"}
 TIMER_TICK_MS = 1e-6      # a nanosecond, added to event times in turn (hipEventElapsedTime)
 MARK = b"\0fake-hip-module\0"      # after a code object: what the fake module loader reads
 
@@ -310,10 +313,13 @@ class FakeHip(_Api):
         play = self.kernels.get(launch["function"])
         if play:
             play(self, launch)
-        at = WITNESS_ARG.get(launch["function"])
-        if at is not None and extra is not None:
-            word = memoryview(self.buffer(extra[at]))[:4].cast("I")
-            word[0] = (word[0] + gx * gy * gz) % (1 << 32)
+        at, options = WITNESS_ARG.get(launch["function"]), defines(launch["options"])
+        if at is not None and extra is not None and COUNTS_ONLY_WITH.get(launch["function"], "") in {"", *options}:
+            slots, stride = int(options.get("WITNESS_SLOTS", 1)), int(options.get("WITNESS_STRIDE", 1))
+            count = memoryview(self.buffer(extra[at]))[:((slots - 1) * stride + 1) * 4].cast("I")
+            groups = gx * gy * gz
+            for slot in range(min(slots, groups)):           # workgroups slot, slot + slots, ...
+                count[slot * stride] = (count[slot * stride] + (groups - slot + slots - 1) // slots) % (1 << 32)
 
     # helpers for kernel players
     def buffer(self, arg) -> bytearray:

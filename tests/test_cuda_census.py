@@ -234,11 +234,10 @@ STREAMS = [(t.name, v.name) for t in CATALOG.tests if t.kernel == "stream" for v
 @needs_tools
 @pytest.mark.parametrize("name, layout", STREAMS, ids=[f"{a}-{b}" for a, b in STREAMS])
 def test_each_stream_moves_the_bytes_the_catalog_counts(tmp_path, name, layout):
-    from peakbench.workloads.stream import LAYOUTS, MODES
+    from peakbench.workloads.stream import measured_defines
     test = CATALOG.get(name)
     variant = next(v for v in test.variants if v.name == layout)
-    census = sass.memory_census(listing_of(tmp_path, "mem.cu", {"MODE": MODES[test.dtype], "UNROLL": variant.unroll,
-                                                                 "LAYOUT": LAYOUTS[layout]}, "stream"))
+    census = sass.memory_census(listing_of(tmp_path, "mem.cu", measured_defines(test, variant), "stream"))
     problem, evidence = guards.moved(test, variant, census, variant.unroll)
     assert problem is None, problem
     assert evidence["bytes_loaded"] == 16 * variant.unroll * test.reads

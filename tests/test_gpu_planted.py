@@ -132,11 +132,12 @@ def test_launches_lost_after_the_first_fail(tmp_path, monkeypatch, backends):
 
 def test_launches_lost_behind_a_jittered_time_fail(tmp_path, monkeypatch, backends):
     """The replayed time given a tick of jitter passes the timer: what the timed launches left, and
-    where each launch leaves the same output, the kernel's own count of its workgroups."""
+    where each launch leaves the same output (the streams' reads, writes and copies among them),
+    the kernel's own count of its workgroups."""
     plant_lost_launches(monkeypatch, jitter_s=1e-9)
     r = planted_run(tmp_path, monkeypatch, backends, "launches-lost-jittered",
                     "atomic.global_add,atomic.global_add_contended,memory.update,sfu.rcp,atomic.shared_add,"
-                    "memory.l2,memory.shared,compute.fp32")
+                    "memory.l2,memory.shared,compute.fp32,memory.read,memory.write,memory.copy")
     assert_failed_by(r, ("measured", "coverage", "launches"))
 
 

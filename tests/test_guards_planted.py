@@ -414,10 +414,11 @@ def test_launches_lost_after_the_first_behind_a_jittered_time_fail_the_measured_
 
 @lavapipe
 def test_launches_lost_after_the_first_behind_a_jittered_time_fail_the_launches_guard(tmp_path, monkeypatch):
-    # Each launch of these leaves the same output, so only the kernel's own count of its
-    # workgroups (workloads/witness.py) sees the launches that never ran.
+    # Each launch of these leaves the same output (a read's sums, a write's or copy's destination
+    # too), so only the kernel's own count of its workgroups (workloads/witness.py) sees the
+    # launches that never ran.
     plant_lost_launches(monkeypatch, jitter_s=1e-9)
-    tests = "sfu.rcp,atomic.shared_add,memory.l2,memory.shared,compute.fp32,compute.int8"
+    tests = "sfu.rcp,atomic.shared_add,memory.l2,memory.shared,compute.fp32,compute.int8,memory.read,memory.write,memory.copy"
     r = run_inprocess(tmp_path, monkeypatch, tests)
     assert set(r) == set(tests.split(","))
     for t in r.values():

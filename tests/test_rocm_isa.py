@@ -89,8 +89,7 @@ def build(test: Spec, variant: Variant | None, form: targets.Mma | None = None, 
         s = kernels.STREAM
         if fill:
             return Build(s.source, s.entry, (("MODE", stream.MODES["fill"]), ("UNROLL", variant.unroll)))
-        return Build(s.source, s.entry, (("MODE", stream.MODES[test.dtype]), ("UNROLL", variant.unroll),
-                                         ("LAYOUT", stream.LAYOUTS[variant.name])))
+        return Build(s.source, s.entry, tuple(stream.measured_defines(test, variant).items()))
     if test.family == "latency":
         k = kernels.chase_kernel(HIP)
         return Build(k.source, k.entry, (("CLOCK", int(HipRuntime.kernel_clock)), ("ROUND", chase.ROUND),

@@ -58,11 +58,12 @@ def test_the_device_routes_each_family_and_shares_one_sweep(rt, monkeypatch):
 
 
 def test_a_workload_that_fails_part_way_frees_what_it_allocated(rt):
-    """The fill launch fails after both 16 MiB buffers exist: the error goes on, the buffers go."""
+    """The fill launch fails after both 16 MiB buffers and the count's slots exist: the error goes
+    on, the three buffers go."""
     rt.fake.fail["hipModuleLaunchKernel"] = fake_hip.hipError_t.hipErrorLaunchFailure
     spec = CATALOG.get("memory.copy")
     before = len(rt.fake.memory)
     with pytest.raises(Exception, match="hipModuleLaunchKernel"):
         stream.StreamWorkload(spec, spec.variants[0], rt, kernels.STREAM)
-    assert rt.fake.names().count("hipFree") == 2
+    assert rt.fake.names().count("hipFree") == 3
     assert len(rt.fake.memory) == before

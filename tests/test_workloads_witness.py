@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from peakbench.catalog import default_catalog
-from peakbench.workloads.witness import Witness
+from peakbench.workloads import stream
+from peakbench.workloads.witness import SLOT_WORDS, Witness
 
 CATALOG = default_catalog()
 # One test of each family whose kernel counts itself and lavapipe runs, through the workload's own
@@ -42,6 +43,63 @@ def test_the_kernel_counts_every_workgroup_launched(vulkan_device, name):
         assert problem is None, problem
         assert w.witness.counted() == w.witness.groups > 0
         assert f"all {w.witness.launches} launches of {w.witness.groups} workgroups" in evidence
+    finally:
+        w.close()
+
+
+# The streams: every layout of the read, and each writing mode (one pass a launch for the update).
+STREAMS = [("memory.read", "rows"), ("memory.read", "chunk"), ("memory.read", "stride"), ("memory.write", "tile"),
+           ("memory.copy", "tile"), ("memory.update", "tile")]
+
+
+def prepared_stream(device, name: str, layout: str):
+    test = CATALOG.get(name)
+    variant = next(v for v in device.variants(test) if v.name == layout)
+    return device.prepare(test, variant)
+
+
+@pytest.mark.parametrize("name, layout", STREAMS)
+def test_the_stream_kernels_count_every_workgroup_launched(vulkan_device, name, layout):
+    w = prepared_stream(vulkan_device, name, layout)
+    try:
+        assert w.witness is not None and w.witness.slots == stream.COUNT_SLOTS
+        assert w.check_first() is None                  # the checks' launches of the measured kernel count too
+        for size in (1, 2):
+            w.run(size)
+        problem, evidence = w.witness.check()
+        assert problem is None, problem
+        assert w.witness.counted() == w.witness.groups > 0
+        assert f"all {w.witness.launches} launches of {w.witness.groups} workgroups" in evidence
+    finally:
+        w.close()
+
+
+def test_a_write_counts_its_tiles_in_slots_a_line_apart(vulkan_device):
+    """Workgroup w adds to slot w % 64: each slot the first word of its 128-byte line holds a
+    count, the words between stay zero, and the counts differ by one at most."""
+    w = prepared_stream(vulkan_device, "memory.write", "tile")
+    try:
+        w.run(1)
+        words = np.frombuffer(w.rt.download(w.witness.buffer, w.witness.nbytes), np.uint32)
+        assert words.size == (stream.COUNT_SLOTS - 1) * SLOT_WORDS + 1
+        slots = words[::SLOT_WORDS]
+        assert slots.size == stream.COUNT_SLOTS and slots.min() > 0 and slots.max() - slots.min() <= 1
+        assert not np.delete(words, np.arange(0, words.size, SLOT_WORDS)).any()
+        assert int(slots.sum()) == w.witness.groups
+    finally:
+        w.close()
+
+
+def test_a_stream_launch_the_runtime_dropped_is_missing_from_the_count(vulkan_device, monkeypatch):
+    w = prepared_stream(vulkan_device, "memory.copy", "tile")
+    try:
+        w.run(1)
+        monkeypatch.setattr(w.rt, "launch", lambda kernel, grid, args, repeat=1: 0.001)   # a time, no launch
+        w.run(3)
+        monkeypatch.undo()
+        problem, _ = w.witness.check()
+        assert problem and problem.endswith("launches lost or cut short, their time not the kernel's")
+        assert w.witness.counted() == w.witness.groups // 4
     finally:
         w.close()
 
@@ -111,6 +169,26 @@ def test_the_count_is_the_parameter_after_the_buffers_in_every_cuda_and_hip_kern
     body = text[signature.end():text.index("\n}", signature.end()) + 2]          # up to the kernel's closing brace
     assert re.search(r"if \(threadIdx\.x == 0\) atomicAdd\(workgroups_done, 1u\);\s*//[^\n]*\n}$", body), \
         "the count is the kernel's last statement"
+
+
+def test_the_measured_stream_kernel_counts_through_the_parameter_after_dst():
+    """mem.cu's stream takes the count after dst only where it is built with WITNESS_SLOTS (the
+    fill and the checks' reads keep their signature), adds to its block's slot as its last act,
+    and fake_hip counts the same argument."""
+    import re
+
+    import fake_hip
+    from peakbench.sources import SHADERS
+    text = (SHADERS / "mem.cu").read_text()
+    assert re.search(r"#ifdef WITNESS_SLOTS\n#define WITNESS_PARAM , unsigned\* __restrict__ workgroups_done\n"
+                     r"#else\n#define WITNESS_PARAM\n#endif", text)
+    signature = re.search(r"\bstream\(([^)]*)\)\s*{", text, re.S)
+    params = [p.strip() for p in signature.group(1).split(",")]
+    assert params[1].endswith("dst WITNESS_PARAM") and all("*" not in p for p in params[2:]), params
+    assert fake_hip.WITNESS_ARG["stream"] == 2 and fake_hip.COUNTS_ONLY_WITH["stream"] == "WITNESS_SLOTS"
+    body = text[signature.end():text.index("\n}", signature.end()) + 2]
+    assert re.search(r"#ifdef WITNESS_SLOTS\n    if \(threadIdx\.x == 0\) atomicAdd\(workgroups_done \+ \(blockIdx\.x %"
+                     r" WITNESS_SLOTS\) \* WITNESS_STRIDE, 1u\);\n#endif\n}$", body), "the count is the kernel's last act"
 
 
 class WordOnly:

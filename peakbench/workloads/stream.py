@@ -15,6 +15,7 @@ from peakbench.backend import release, release_on_failure
 from peakbench.harness import guards
 from peakbench.workload import Sweep, Workload
 from peakbench.workloads.chase import FIRST_BYTES, SWEEP_SAMPLE_S
+from peakbench.workloads.witness import Witness, slot_defines
 
 
 # Data -----------------------------------------------------------------------------------------
@@ -118,6 +119,9 @@ VERIFY_PASSES = (1, 2)           # the chunk and stride reads' checks: a read do
 COVER_BYTE = 0x01
 COVER_WORD = 0x01010101
 KEPT_SLICE_AFTER = 1 << 12       # vectors of each slice the measured guard compares after the timed launches
+# The measured kernel's count of its workgroups, in slots a line apart (workloads/witness.py): a
+# write's 4 KiB tiles end about 10^9 times a second at HBM rates.
+COUNT_SLOTS = 64
 
 
 def read_sums(n: int, blocks: int, block: int, layout: str = "chunk", passes: int = 1, shift: int = 0,
@@ -275,6 +279,13 @@ class StreamKernel:
     entry: str
 
 
+def measured_defines(test, variant) -> dict[str, int]:
+    """The measured stream kernel's defines: its mode, unroll and layout, and its count's slots
+    (the fill and the checks' reads are built without the count)."""
+    return {"MODE": MODES[test.dtype], "UNROLL": variant.unroll, "LAYOUT": LAYOUTS[variant.name],
+            **slot_defines(COUNT_SLOTS)}
+
+
 def working_bytes(rt) -> int:
     """The stream buffer: past every cache level, never more than a quarter of the memory budget
     nor than one buffer may cover (a 4 GiB Vulkan binding failed silently on NVIDIA)."""
@@ -306,9 +317,13 @@ def chunk_reader(rt, kernel: StreamKernel, unroll: int, label: str):
                       kernel.entry, block=STREAM_BLOCK, args="bbuuuu", label=label)
 
 
+def _scalars(passes: int, n_vec: int, mask: int, shift: int) -> list:
+    return [np.uint32(passes), np.uint32(n_vec), np.uint32(mask), np.uint32(shift)]
+
+
 def one_pass(n_vec: int) -> list:
     """A stream kernel's scalars for one pass over n_vec vectors, every word kept (mask, shift)."""
-    return [np.uint32(1), np.uint32(n_vec), np.uint32(0xFFFFFFFF), np.uint32(0)]
+    return _scalars(1, n_vec, 0xFFFFFFFF, 0)
 
 
 class CacheFlush:
@@ -374,9 +389,8 @@ class StreamWorkload(Workload):
         most = rt.max_groups(self.block) * self.tile                      # one workgroup per tile (or column)
         # At least 4 steps: verify() runs two passes over two (the rows read: four) and checks past them.
         self.n_vec = max(4 * self.step, min(working_bytes(rt) // 16, most) // self.step * self.step)
-        defines = {"MODE": MODES[self.mode], "UNROLL": self.unroll, "LAYOUT": LAYOUTS[self.layout]}
-        self.kernel = rt.compile(kernel.source, defines, kernel.entry, block=self.block, args="bbuuuu",
-                                 label=test.name)
+        self.kernel = rt.compile(kernel.source, measured_defines(test, variant), kernel.entry, block=self.block,
+                                 args="bbbuuuu", label=test.name)
         self.src = rt.alloc(self.n_vec * 16)
         out_vec = max(8, self.n_vec // self.tile) if self.rows else self.threads if self.mode == "read" else self.n_vec
         self.dst = rt.alloc(out_vec * 16)
@@ -384,6 +398,8 @@ class StreamWorkload(Workload):
         self.filler = fill_kernel(rt, kernel, self.unroll)
         # a writing test's coverage guard sums its destination with the chunk read (lane_sums)
         self.reader = chunk_reader(rt, kernel, self.unroll, "coverage") if test.writes else None
+        # made after the compiles: compile-ahead plans them, and its plan ends at the first clear
+        self.witness = Witness(rt, COUNT_SLOTS)
         self.fill_source()
         w = rt.words
         self.params = {"buffer_bytes": self.n_vec * 16, "workgroup_size": self.block,
@@ -406,14 +422,12 @@ class StreamWorkload(Workload):
         n = n_vec or self.n_vec
         self.passes_kept += size
         if self.mode == "read" and not self.rows:
-            return self.rt.launch(self.kernel, self.resident, self._args(size, n, mask, shift))
+            return self.witness.launch(self.kernel, self.resident, [self.src, self.dst], _scalars(size, n, mask, shift))
         per, repeat = pass_dispatches(size, n // self.tile, self.rt.max_groups(self.block))
         if not self.test.overwrites:    # a dispatch's passes run at once: two adds to one vector would race
             per, repeat = 1, size
-        return self.rt.launch(self.kernel, per * (n // self.tile), self._args(1, n, mask, shift), repeat=repeat)
-
-    def _args(self, passes, n, mask, shift) -> list:
-        return [self.src, self.dst, np.uint32(passes), np.uint32(n), np.uint32(mask), np.uint32(shift)]
+        return self.witness.launch(self.kernel, per * (n // self.tile), [self.src, self.dst],
+                                   _scalars(1, n, mask, shift), repeat=repeat)
 
     def items(self, size: int) -> int:
         return size * self.n_vec
@@ -589,4 +603,5 @@ class StreamWorkload(Workload):
 
     def close(self) -> None:
         release(self, self.rt.free, "src", "dst")
+        release(self, Witness.close, "witness")
         release(self, self.rt.discard, "kernel", "filler", "reader")

@@ -5,7 +5,11 @@ workgroups, would leave nothing else to see. Each such kernel takes one more buf
 word the first invocation of every workgroup adds one to as its last act; the host counts the
 workgroups it launched, and the `launches` guard (harness/session.py) holds the two equal after
 the timed launches: every workgroup launched was dispatched and its first invocation ran to the
-end. One atomic add a workgroup, after the loop: nothing the timing can see."""
+end. One atomic add a workgroup, after the loop: nothing the timing can see.
+
+A kernel whose workgroups end about 10^9 times a second (a stream's 4 KiB tiles at HBM rates)
+would queue every add on one word; it counts workgroup w in slot w % slots instead, each slot
+the first word of its own 128-byte line (slot_defines), and the host adds the slots up."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -13,14 +17,21 @@ from typing import Sequence
 import numpy as np
 
 WORD = 1 << 32      # the count wraps as a 32-bit word does
+SLOT_WORDS = 32     # a slot's stride in words: one 128-byte cache line each
+
+
+def slot_defines(slots: int) -> dict[str, int]:
+    """The kernel's defines for a count in `slots` slots (shaders/mem_stream.comp, mem.cu)."""
+    return {"WITNESS_SLOTS": slots, "WITNESS_STRIDE": SLOT_WORDS}
 
 
 class Witness:
-    """The word a kernel counts its workgroups in, and the host's count of those it launched."""
+    """The word (or slots) a kernel counts its workgroups in, and the host's count of those it
+    launched."""
 
-    def __init__(self, rt):
-        self.rt = rt
-        self.buffer = rt.alloc(4)
+    def __init__(self, rt, slots: int = 1):
+        self.rt, self.slots = rt, slots
+        self.buffer = rt.alloc(self.nbytes)
         try:
             rt.fill(self.buffer, 0)
         except BaseException:
@@ -36,8 +47,13 @@ class Witness:
         self.launches += repeat
         return seconds
 
+    @property
+    def nbytes(self) -> int:
+        return ((self.slots - 1) * SLOT_WORDS + 1) * 4
+
     def counted(self) -> int:
-        return int(np.frombuffer(self.rt.download(self.buffer, 4), np.uint32)[0])
+        words = np.frombuffer(self.rt.download(self.buffer, self.nbytes), np.uint32)
+        return int(words[::SLOT_WORDS].sum(dtype=np.uint64) % WORD)
 
     def check(self) -> tuple[str | None, str]:
         """(problem, evidence): every workgroup launched since the word was cleared was dispatched,
