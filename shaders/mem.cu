@@ -27,10 +27,10 @@
 // MODE 1 write: v[j] = pattern(j); MODE 2 copy: dst[i] = src[i]; MODE 3 fill: src[i] =
 //   hash(i), the random-looking data every test reads (nothing compressible); MODE 4 update:
 //   dst[i] += src[i] (two reads and a write), in the write's tiles.
-// The measured stream kernel (not the fill or the checks' reads) counts its blocks as its last act:
-//   block b adds one to slot b % WITNESS_SLOTS, WITNESS_STRIDE words apart, through the parameter
-//   after dst (workloads/witness.py: a write's 4 KiB tiles end about 10^9 times a second, too many
-//   adds for one word).
+// The measured stream kernel (not the fill or the checks' reads) counts its blocks as their first
+//   act, where the add waits behind none of the tile's traffic: block b adds one to slot
+//   b % WITNESS_SLOTS, WITNESS_STRIDE words apart, through the parameter after dst
+//   (workloads/witness.py: a write's 4 KiB tiles run about 10^9 a second, too many adds for one word).
 // Defines: MODE, UNROLL, LAYOUT, SUMS, WITNESS_SLOTS, WITNESS_STRIDE (stream); CLOCK, ROUND, POINTER (chase). n_vec is a multiple of threads * UNROLL
 // (the rows read: of blockDim * UNROLL).
 //
@@ -122,6 +122,9 @@ __device__ __forceinline__ uint4 block_sum(uint4 v) {   // every thread's vector
 
 extern "C" __global__ void STREAM_BOUNDS stream(const uint4* __restrict__ src, uint4* __restrict__ dst WITNESS_PARAM,
                                                 unsigned passes, unsigned n_vec, unsigned mask, unsigned shift) {
+#ifdef WITNESS_SLOTS
+    if (threadIdx.x == 0) atomicAdd(workgroups_done + (blockIdx.x % WITNESS_SLOTS) * WITNESS_STRIDE, 1u);
+#endif
 #if MODE == 3
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n_vec; i += gridDim.x * blockDim.x)
         dst[i] = make_uint4(hash(4 * i), hash(4 * i + 1), hash(4 * i + 2), hash(4 * i + 3));
@@ -182,9 +185,6 @@ extern "C" __global__ void STREAM_BOUNDS stream(const uint4* __restrict__ src, u
         dst[j] = src[j];
 #endif
     }
-#endif
-#ifdef WITNESS_SLOTS
-    if (threadIdx.x == 0) atomicAdd(workgroups_done + (blockIdx.x % WITNESS_SLOTS) * WITNESS_STRIDE, 1u);
 #endif
 }
 

@@ -30,9 +30,10 @@
 // later (below, several workgroups read a slice in one pass, all inside the caches), and each
 // workgroup (an odd step around a power-of-two ring) visits every slice, so its own L1 never
 // holds its next one.
-// The measured kernel (not the fill or the checks' reads) counts its workgroups as its last act:
-// workgroup w adds one to slot w % WITNESS_SLOTS, WITNESS_STRIDE words apart (workloads/witness.py:
-// a write's 4 KiB tiles end about 10^9 times a second, too many adds for one word).
+// The measured kernel (not the fill or the checks' reads) counts its workgroups as their first act,
+// where the add waits behind none of the tile's traffic: workgroup w adds one to slot
+// w % WITNESS_SLOTS, WITNESS_STRIDE words apart (workloads/witness.py: a write's 4 KiB tiles run
+// about 10^9 a second, too many adds for one word).
 // Defines: MODE, UNROLL, LAYOUT, SUMS, WITNESS_SLOTS and WITNESS_STRIDE. n_vec is a multiple of
 // threads * UNROLL (the rows read: of local_size * UNROLL).
 #extension GL_EXT_control_flow_attributes : require
@@ -73,6 +74,10 @@ uint hash(uint x) {            // lowbias32 (Wellons): a bijection with good ava
 
 void main() {
     uint tid = gl_GlobalInvocationID.x;
+#ifdef WITNESS_SLOTS
+    if (gl_LocalInvocationIndex == 0)
+        atomicAdd(workgroups_done[(gl_WorkGroupID.x % WITNESS_SLOTS) * WITNESS_STRIDE], 1u);
+#endif
 #if MODE == 3
     uint threads = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     for (uint i = tid; i < push.n_vec; i += threads)
@@ -127,9 +132,5 @@ void main() {
         dst[j] = src[j];
 #endif
     }
-#endif
-#ifdef WITNESS_SLOTS
-    if (gl_LocalInvocationIndex == 0)
-        atomicAdd(workgroups_done[(gl_WorkGroupID.x % WITNESS_SLOTS) * WITNESS_STRIDE], 1u);
 #endif
 }

@@ -47,7 +47,7 @@ class hiprtcResult(enum.IntEnum):
 
 
 # The kernels that count their workgroups (peakbench/workloads/witness.py): the position of the word
-# among their arguments. The fake adds each launch's workgroups to it, as the kernel's last act does.
+# among their arguments. The fake adds each launch's workgroups to it, as the kernels' count does.
 # A kernel named in COUNTS_ONLY_WITH counts only where it is built with that define (the stream
 # kernel: its measured build, not the fill or the checks' reads), workgroup w in slot w % WITNESS_SLOTS.
 WITNESS_ARG = {"alu": 2, "sfu": 2, "atomic": 1, "l2_read": 2, "shared_read": 2, "mma_peak": 3, "stream": 2}

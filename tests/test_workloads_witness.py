@@ -72,7 +72,7 @@ def test_the_stream_kernels_count_every_workgroup_launched(vulkan_device, name, 
 
 
 def test_a_write_counts_its_tiles_in_slots_a_line_apart(vulkan_device):
-    """Workgroup w adds to slot w % 64: each slot the first word of its 128-byte line holds a
+    """Workgroup w adds to slot w % COUNT_SLOTS: each slot the first word of its 128-byte line holds a
     count, the words between stay zero, and the counts differ by one at most."""
     w = prepared(vulkan_device, "memory.write", "tile")
     try:
@@ -159,8 +159,8 @@ def test_the_count_is_the_parameter_after_the_buffers_in_every_cuda_and_hip_kern
 
 def test_the_measured_stream_kernel_counts_through_the_parameter_after_dst():
     """mem.cu's stream takes the count after dst only where it is built with WITNESS_SLOTS (the
-    fill and the checks' reads keep their signature), adds to its block's slot as its last act,
-    and fake_hip counts the same argument."""
+    fill and the checks' reads keep their signature), adds to its block's slot as its first act,
+    before any of the tile's traffic, and fake_hip counts the same argument."""
     import re
 
     import fake_hip
@@ -173,9 +173,21 @@ def test_the_measured_stream_kernel_counts_through_the_parameter_after_dst():
     assert params[1].endswith("dst WITNESS_PARAM") and all("*" not in p for p in params[2:]), params
     assert fake_hip.WITNESS_ARG["stream"] == 2 and fake_hip.COUNTS_ONLY_WITH["stream"] == "WITNESS_SLOTS"
     body = text[signature.end():text.index("\n}", signature.end()) + 2]
-    assert re.search(r"#ifdef WITNESS_SLOTS\n    if \(threadIdx\.x == 0\) atomicAdd\(workgroups_done \+ \(blockIdx\.x %"
-                     r" WITNESS_SLOTS\) \* WITNESS_STRIDE, 1u\);\n#endif\n}$", body), "the count is the kernel's last act"
+    assert re.match(r"\n#ifdef WITNESS_SLOTS\n    if \(threadIdx\.x == 0\) atomicAdd\(workgroups_done \+ \(blockIdx\.x %"
+                    r" WITNESS_SLOTS\) \* WITNESS_STRIDE, 1u\);\n#endif\n", body), "the count is the kernel's first act"
 
+
+
+def test_the_measured_vulkan_stream_counts_as_each_workgroups_first_act():
+    """mem_stream.comp's count comes before the mode's loads and stores, as mem.cu's does."""
+    import re
+
+    from peakbench.sources import SHADERS
+    text = (SHADERS / "mem_stream.comp").read_text()
+    body = text[text.index("void main() {"):]
+    assert re.match(r"void main\(\) {\n    uint tid = gl_GlobalInvocationID\.x;\n#ifdef WITNESS_SLOTS\n"
+                    r"    if \(gl_LocalInvocationIndex == 0\)\n        atomicAdd\(workgroups_done\[\(gl_WorkGroupID\.x %"
+                    r" WITNESS_SLOTS\) \* WITNESS_STRIDE\], 1u\);\n#endif\n", body), "the count is the kernel's first act"
 
 class WordOnly:
     """A runtime of one word: launches add their workgroups to the last buffer, as the kernels do."""

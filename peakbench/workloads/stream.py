@@ -119,9 +119,12 @@ VERIFY_PASSES = (1, 2)           # the chunk and stride reads' checks: a read do
 COVER_BYTE = 0x01
 COVER_WORD = 0x01010101
 KEPT_SLICE_AFTER = 1 << 12       # vectors of each slice the measured guard compares after the timed launches
-# The measured kernel's count of its workgroups, in slots a line apart (workloads/witness.py): a
-# write's 4 KiB tiles end about 10^9 times a second at HBM rates.
-COUNT_SLOTS = 64
+# The measured kernel's count of its workgroups, each workgroup's first act, in slots a line apart
+# (workloads/witness.py): a write's 4 KiB tiles start about 10^9 times a second at HBM rates. At
+# the start in 1024 slots the count cost the H100's reads 0.15-0.34% and the rest nothing; at the
+# end in 64 it cost the H200's CUDA write 2.9% (PERFORMANCE_ANALYSIS.md, "The streams' count, at
+# the start of the workgroup").
+COUNT_SLOTS = 1024
 
 
 def read_sums(n: int, blocks: int, block: int, layout: str = "chunk", passes: int = 1, shift: int = 0,

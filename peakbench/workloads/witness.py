@@ -7,9 +7,11 @@ workgroups it launched, and the `launches` guard (harness/session.py) holds the 
 the timed launches: every workgroup launched was dispatched and its first invocation ran to the
 end. One atomic add a workgroup, after the loop: nothing the timing can see.
 
-A kernel whose workgroups end about 10^9 times a second (a stream's 4 KiB tiles at HBM rates)
-would queue every add on one word; it counts workgroup w in slot w % slots instead, each slot
-the first word of its own 128-byte line (slot_defines), and the host adds the slots up."""
+A kernel whose workgroups run about 10^9 a second (a stream's 4 KiB tiles at HBM rates) would
+queue every add on one word; it counts workgroup w in slot w % slots instead, each slot the first
+word of its own 128-byte line (slot_defines), and the host adds the slots up. The streams count
+as each workgroup's first act, where the add waits behind none of the tile's traffic: a launch lost
+is still a count short."""
 from __future__ import annotations
 
 from typing import Sequence
