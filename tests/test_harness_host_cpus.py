@@ -11,11 +11,12 @@ from peakbench.harness import host_cpus, runner
 from peakbench.harness.runner import Settings
 from peakbench.report import verdict
 
-HEADER = "".join(f"{'CPU' + str(i):>11}" for i in range(16))
+CPUS = max(16, max(os.sched_getaffinity(0)) + 1)      # as many columns as this host has CPUs, 16 at least
+HEADER = "".join(f"{'CPU' + str(i):>11}" for i in range(CPUS))
 
 
 def line(irq: str, counts: dict[int, int], tail: str) -> str:
-    return f"{irq:>4}:" + "".join(f"{counts.get(i, 0):>11}" for i in range(16)) + "  " + tail
+    return f"{irq:>4}:" + "".join(f"{counts.get(i, 0):>11}" for i in range(CPUS)) + "  " + tail
 
 
 H100_INTERRUPTS = "\n".join([
@@ -24,7 +25,7 @@ H100_INTERRUPTS = "\n".join([
     line("42", {14: 3798}, "PCI-MSIX-0000:00:06.0   0-edge      nvidia"),
     line("43", {}, "PCI-MSIX-0000:00:06.0   1-edge      nvidia"),
     line("44", {0: 10}, "PCI-MSIX-0000:00:06.0   2-edge      nvidia"),
-    "NMI:" + "".join(f"{0:>11}" for _ in range(16)) + "   Non-maskable interrupts",
+    "NMI:" + "".join(f"{0:>11}" for _ in range(CPUS)) + "   Non-maskable interrupts",
     "ERR:          0",
 ])
 
@@ -50,11 +51,14 @@ def test_cpu_lists_read_as_the_kernel_writes_them(text, cpus):
     assert host_cpus.cpu_list(text) == cpus
 
 
-def test_the_effective_affinity_decides_and_the_counts_stand_in_where_the_kernel_hides_it(tmp_path):
+def test_the_cpus_that_took_a_lines_interrupts_count_narrowed_by_its_effective_affinity(tmp_path):
     proc = fake_proc(tmp_path, H100_INTERRUPTS, {"42": "14", "43": "14"})     # 44's affinity unreadable
     cpus, drivers = host_cpus.interrupt_cpus(proc)
-    assert cpus == {14, 0} and drivers == {"nvidia"}, "44 took its 10 interrupts on CPU 0"
+    assert cpus == {14, 0} and drivers == {"nvidia"}, "44 took its 10 interrupts on CPU 0; 43 none"
     assert host_cpus.interrupt_cpus(tmp_path / "absent") == (set(), set())
+    moved = HEADER + "\n" + line("42", {3: 500, 14: 3798}, "PCI-MSIX-0000:00:06.0   0-edge      nvidia")
+    assert host_cpus.interrupt_cpus(fake_proc(tmp_path / "moved", moved, {"42": "14"}))[0] == {14}
+    assert host_cpus.interrupt_cpus(fake_proc(tmp_path / "wide", moved, {"42": "0-15"}))[0] == {3, 14}
 
 
 def two_cpus():
@@ -78,8 +82,8 @@ def test_the_loop_runs_off_the_interrupts_cpu_and_its_cpus_come_back_after(tmp_p
 
 def test_nothing_moves_where_every_allowed_cpu_takes_interrupts_or_none_does(tmp_path):
     before = os.sched_getaffinity(0)
-    everywhere = ",".join(map(str, sorted(before)))
-    proc = fake_proc(tmp_path, H100_INTERRUPTS, {"42": everywhere, "43": everywhere, "44": everywhere})
+    everywhere = HEADER + "\n" + line("42", {cpu: 7 for cpu in before}, "PCI-MSIX-0000:00:06.0   0-edge      nvidia")
+    proc = fake_proc(tmp_path, everywhere, {"42": ",".join(map(str, sorted(before)))})
     with host_cpus.off_interrupt_cpus(proc) as placement:
         assert os.sched_getaffinity(0) == before
     assert placement.avoided == () and placement.evidence(None)["kept_off_cpus"] == []

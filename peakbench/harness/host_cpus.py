@@ -52,8 +52,9 @@ def gpu_interrupts(text: str) -> dict[str, tuple[str, dict[int, int]]]:
 
 
 def interrupt_cpus(proc: Path | None = None) -> tuple[set[int], set[str]]:
-    """The CPUs that take the GPU drivers' interrupts, and those drivers' names: each line's
-    effective affinity where the kernel shows it, else the CPUs its counts name."""
+    """The CPUs that take the GPU drivers' interrupts, and those drivers' names: of the CPUs each
+    line's counts name, those in its effective affinity where the kernel shows one that keeps any
+    (a line moved since boot has counts on its old CPU; a vector never raised names none)."""
     proc = proc or PROC
     try:
         lines = gpu_interrupts((proc / "interrupts").read_text())
@@ -61,10 +62,12 @@ def interrupt_cpus(proc: Path | None = None) -> tuple[set[int], set[str]]:
         return set(), set()
     cpus: set[int] = set()
     for irq, (_, counts) in lines.items():
+        taken = {cpu for cpu, n in counts.items() if n}
         try:
-            cpus |= cpu_list((proc / "irq" / irq / "effective_affinity_list").read_text())
+            now = cpu_list((proc / "irq" / irq / "effective_affinity_list").read_text())
         except (OSError, ValueError):
-            cpus |= {cpu for cpu, n in counts.items() if n}
+            now = set()
+        cpus |= (taken & now) or taken
     return cpus, {driver for driver, _ in lines.values()}
 
 
