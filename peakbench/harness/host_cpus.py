@@ -7,9 +7,10 @@ scheduler preempts the poll. On an H100 (driver 580.159.04) an empty Vulkan disp
 read signaled 45 us after submission with the loop on the interrupts' CPU and 17 us on any
 other, the GPU's own write into host memory was seen at 12.7 us on either, and CUDA (which spins
 on a word in host memory) read 9.1-9.4 us on either (PERFORMANCE_ANALYSIS.md, "Vulkan's slow
-fence"). Where the process happened to run decided the number. So the launch loop runs off the
-CPUs that take the GPU drivers' interrupts, and a few launches timed on one of them say what a
-thread there gets.
+fence"). Where the process happened to run decided the number. So the launches taken untimed
+first show, in /proc/interrupts, which CPUs their interrupts go to; the timed loop runs off those,
+and a few launches timed on the busiest say what a thread there gets. A runtime whose launches
+raise no interrupt (CUDA's) moves nowhere.
 """
 from __future__ import annotations
 
@@ -20,17 +21,6 @@ from pathlib import Path
 
 GPU_DRIVERS = frozenset({"nvidia", "amdgpu", "radeon", "nouveau", "i915", "xe"})
 PROC = Path("/proc")
-
-
-def cpu_list(text: str) -> set[int]:
-    """CPUs from a kernel CPU list such as "0-3,8,10-11"."""
-    cpus: set[int] = set()
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        first, _, last = part.partition("-")
-        cpus.update(range(int(first), int(last or first) + 1))
-    return cpus
 
 
 def gpu_interrupts(text: str) -> dict[str, tuple[str, dict[int, int]]]:
@@ -51,40 +41,49 @@ def gpu_interrupts(text: str) -> dict[str, tuple[str, dict[int, int]]]:
     return found
 
 
-def interrupt_cpus(proc: Path | None = None) -> tuple[set[int], set[str]]:
-    """The CPUs that take the GPU drivers' interrupts, and those drivers' names: of the CPUs each
-    line's counts name, those in its effective affinity where the kernel shows one that keeps any
-    (a line moved since boot has counts on its old CPU; a vector never raised names none)."""
-    proc = proc or PROC
+def gpu_counts(proc: Path | None = None) -> tuple[dict[int, int], set[str]]:
+    """The GPU drivers' interrupts taken so far, by CPU over all their lines, and the drivers'
+    names; nothing where /proc/interrupts cannot be read."""
     try:
-        lines = gpu_interrupts((proc / "interrupts").read_text())
+        lines = gpu_interrupts(((proc or PROC) / "interrupts").read_text())
     except OSError:
-        return set(), set()
-    cpus: set[int] = set()
-    for irq, (_, counts) in lines.items():
-        taken = {cpu for cpu, n in counts.items() if n}
-        try:
-            now = cpu_list((proc / "irq" / irq / "effective_affinity_list").read_text())
-        except (OSError, ValueError):
-            now = set()
-        cpus |= (taken & now) or taken
-    return cpus, {driver for driver, _ in lines.values()}
+        return {}, set()
+    total: dict[int, int] = {}
+    for _, counts in lines.values():
+        for cpu, n in counts.items():
+            total[cpu] = total.get(cpu, 0) + n
+    return total, {driver for driver, _ in lines.values()}
 
 
 @dataclass(frozen=True)
 class Placement:
-    """Where the launch loop ran: `avoided` the interrupts' CPUs it was kept off (empty where
-    none was allowed to it or every allowed one takes them), `interrupt_cpus` all of those."""
+    """Where the launch loop runs: `taken` the GPU interrupts some launches raised, by CPU;
+    `avoided` those CPUs the loop is kept off, the busiest first (none where every CPU allowed
+    to it took some)."""
+    taken: dict[int, int]
     avoided: tuple[int, ...]
-    interrupt_cpus: tuple[int, ...]
     drivers: tuple[str, ...]
 
     def evidence(self, on_interrupt_cpu_us: float | None) -> dict:
-        found = {"kept_off_cpus": list(self.avoided), "interrupt_cpus": list(self.interrupt_cpus),
+        found = {"kept_off_cpus": list(self.avoided), "interrupts_taken": {str(c): n for c, n in sorted(self.taken.items())},
                  "interrupts_of": ", ".join(self.drivers)}
         if on_interrupt_cpu_us is not None:
             found["on_interrupt_cpu_us"] = on_interrupt_cpu_us
         return found
+
+
+def placement(before: tuple[dict[int, int], set[str]], proc: Path | None = None) -> Placement | None:
+    """The Placement from the GPU interrupts taken since `before` (gpu_counts), or None where
+    none was (CUDA's launches, which spin on memory, raise none) or the OS has no affinity calls."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    after, drivers = gpu_counts(proc)
+    taken = {cpu: n - before[0].get(cpu, 0) for cpu, n in after.items() if n > before[0].get(cpu, 0)}
+    if not taken:
+        return None
+    allowed = os.sched_getaffinity(0)
+    avoid = sorted(set(taken) & allowed, key=lambda cpu: -taken[cpu])
+    return Placement(taken, tuple(avoid) if set(avoid) != allowed else (), tuple(sorted(drivers | before[1])))
 
 
 @contextlib.contextmanager
@@ -99,22 +98,10 @@ def pinned(cpus: set[int]):
 
 
 @contextlib.contextmanager
-def off_interrupt_cpus(proc: Path | None = None):
-    """The calling thread off the CPUs that take GPU interrupts inside the block, where it may
-    run elsewhere; yields the Placement, or None where no GPU interrupt is seen or the OS has no
-    affinity calls."""
-    if not hasattr(os, "sched_setaffinity"):
-        yield None
+def kept_off(where: Placement | None):
+    """The calling thread off `where.avoided` inside the block (where there are any)."""
+    if where is None or not where.avoided:
+        yield
         return
-    taking, drivers = interrupt_cpus(proc)
-    allowed = os.sched_getaffinity(0)
-    avoid = taking & allowed
-    if not taking:
-        yield None
-        return
-    placement = Placement(tuple(sorted(avoid)) if avoid != allowed else (), tuple(sorted(taking)), tuple(sorted(drivers)))
-    if not placement.avoided:
-        yield placement
-        return
-    with pinned(allowed - avoid):
-        yield placement
+    with pinned(os.sched_getaffinity(0) - set(where.avoided)):
+        yield

@@ -414,12 +414,14 @@ def fixed_samples(workload, count: int, per_item: float, unit: str, settings: Se
 
 
 def host_timed(workload, per_item: float, unit: str, settings: Settings) -> VariantResult:
-    """20 host-timed launches untimed (the first are slower), then settings.host_samples, on a
-    CPU that takes no GPU interrupt (host_cpus); where one was avoided, ON_INTERRUPT_CPU launches
-    timed on it go in the evidence. No clock: an empty launch leaves the GPU idle."""
-    on_interrupt_cpu = None
-    with host_cpus.off_interrupt_cpus() as placement:
-        workload.host_times(20)
+    """20 host-timed launches untimed (the first are slower), then settings.host_samples off the
+    CPUs that took the GPU interrupts those 20 raised (host_cpus); where one was avoided,
+    ON_INTERRUPT_CPU launches timed on the busiest go in the evidence. No clock: an empty launch
+    leaves the GPU idle."""
+    on_interrupt_cpu, before = None, host_cpus.gpu_counts()
+    workload.host_times(20)
+    placement = host_cpus.placement(before)
+    with host_cpus.kept_off(placement):
         if placement and placement.avoided:
             with host_cpus.pinned({placement.avoided[0]}):
                 there = workload.host_times(ON_INTERRUPT_CPU)

@@ -58,9 +58,8 @@ def _host_path(evidence: dict) -> tuple[str, dict]:
         found.update(submit_us=split["submit_us"], until_signaled_us=split["until_signaled_us"])
     kept, there = cpus.get("kept_off_cpus"), _num(cpus.get("on_interrupt_cpu_us"))
     if kept and there is not None:
-        which = "CPU " + ", ".join(map(str, kept))
-        why += (f"; timed off {which}, which takes the GPU's interrupts ({cpus.get('interrupts_of')}): a launch"
-                f" timed there read {there:g} us")
+        why += (f"; timed off CPU {', '.join(map(str, kept))}, where the untimed launches' GPU interrupts went"
+                f" ({cpus.get('interrupts_of')}): a launch timed on CPU {kept[0]} read {there:g} us")
         found.update(kept_off_cpus=kept, on_interrupt_cpu_us=there)
     return why, found
 
