@@ -16,7 +16,7 @@ from peakbench.backend import Unsupported
 from peakbench.catalog import default_catalog
 from peakbench.catalog.gemm import SIZE, TESTS, shape
 from peakbench.kernels import gemm as lt
-from peakbench.kernels.gemm import TRIAL_ROUNDS, trial_gemms
+from peakbench.kernels.gemm import TRIAL_ROUNDS, trial_gemms, trial_rounds
 from peakbench.workloads import gemm as shared
 
 CATALOG = default_catalog()
@@ -199,9 +199,13 @@ class SlowGemm(HostGemm):
 def test_a_candidate_is_timed_by_fewer_gemms_where_three_would_be_long():
     assert [trial_gemms(s) for s in (1.4e-3, 8e-3, 19e-3, 30e-3, 0.0)] == [3, 2, 1, 1, 3]
     w, lib = workload(CATALOG.get("gemm.fp64.fp64"), gemm_class=SlowGemm)
-    assert f"(fastest best round of {TRIAL_ROUNDS}, 1 GEMM each, in alternating order)" in w.evidence["chosen"]
-    # 1 untimed and 1 timed a round each
-    assert lib.calls.count("Matmul") == (1 + TRIAL_ROUNDS) * len(w.evidence["algorithms"])
+    assert "(fastest best round of 1, 1 GEMM each, in alternating order)" in w.evidence["chosen"]
+    # 1 untimed and 1 timed each: one round of 25 ms GEMMs passes SEARCH_S
+    assert lib.calls.count("Matmul") == 2 * len(w.evidence["algorithms"])
+
+
+def test_rounds_fit_the_search_time():
+    assert [trial_rounds(s) for s in (0.018, 0.034, 0.05, 0.072, 0.16, 0.0)] == [3, 3, 2, 1, 1, 3]
 
 
 def test_no_algorithm_for_the_types_is_unsupported_api():

@@ -24,7 +24,8 @@ from peakbench.workloads.gemm import STORAGE, OperandFill
 CANDIDATES = 8            # algorithms asked of the heuristic
 TRIAL_GEMMS = 3           # GEMMs timed per candidate (after one untimed)...
 TRIAL_S = 0.02            # ...fewer where those would pass this: an FP64 GEMM of 8192 took 19-23 ms (H100)
-TRIAL_ROUNDS = 3          # rounds over the candidates, alternating order; each candidate's best round counts
+TRIAL_ROUNDS = 3          # rounds over the candidates, alternating order; each candidate's best round counts...
+SEARCH_S = 0.12           # ...fewer where they would pass this: a round of FP64's 8 candidates took ~160 ms (H100)
 WORKSPACE = 32 << 20      # bytes: NVIDIA recommends 32 MiB of workspace on Hopper (cuBLAS docs, cublasSetWorkspace)
 SCALE_STRIDE = 16          # bytes between the A and B scale factors (each 16-byte aligned)
 SCALE_CT = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i32": ctypes.c_int32}
@@ -159,6 +160,11 @@ class Plan:
     scalar: type                 # the ctypes type of alpha and beta
 
 
+def trial_rounds(round_s: float) -> int:
+    """Rounds over the candidates, given the GPU seconds one round takes."""
+    return max(1, min(TRIAL_ROUNDS, int(SEARCH_S / round_s))) if round_s > 0 else TRIAL_ROUNDS
+
+
 def trial_gemms(first_s: float) -> int:
     """GEMMs to time a candidate by, given the seconds its untimed first one took."""
     return max(1, min(TRIAL_GEMMS, int(TRIAL_S / first_s))) if first_s > 0 else TRIAL_GEMMS
@@ -195,12 +201,15 @@ class LtGemm:
             scales = (base, base + SCALE_STRIDE)
         self.plan = self.lt.plan(types, m, n, k, scales)
         candidates = range(len(self.plan.algos))
-        counts = []
+        counts, round_s = [], 0.0
         for i in candidates:          # one untimed GEMM each: its set-up, and the count its time allows
             self.algo = i
-            counts.append(trial_gemms(self.run(1)))
+            first = self.run(1)
+            counts.append(trial_gemms(first))
+            round_s += first * counts[-1]
+        passes = trial_rounds(round_s)
         rounds: list[list[float]] = [[] for _ in candidates]
-        for r in range(TRIAL_ROUNDS):
+        for r in range(passes):
             for i in (candidates if r % 2 == 0 else reversed(candidates)):
                 self.algo = i
                 rounds[i].append(self.run(counts[i]) / counts[i])
@@ -211,7 +220,7 @@ class LtGemm:
                 "algorithms": [f"{i}: {self.describe(i)}: {t * 1e3:.3f} ms" for i, t in enumerate(times)],
                 "rounds": [f"{i}: " + ", ".join(f"{t * 1e3:.3f}" for t in ts) + " ms" for i, ts in enumerate(rounds)],
                 "chosen": f"candidate {self.algo} of {len(times)} the heuristic offered (fastest best round of"
-                          f" {TRIAL_ROUNDS}, {each} GEMM{'' if each == '1' else 's'} each, in alternating order)",
+                          f" {passes}, {each} GEMM{'' if each == '1' else 's'} each, in alternating order)",
                 "workspace_bytes": WORKSPACE}
 
     def run(self, count: int, accumulate: bool = False) -> float:
