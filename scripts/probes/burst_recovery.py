@@ -1,0 +1,109 @@
+"""How long after a power-capped load does a GEMM burst run as it does on a rested GPU? Inside
+peakbench's default suite the GEMM bursts ran 2.5-5% under the same tests alone, and fp8's same
+kernel burst 6.3% slower 1 s after capped matrix tests (PERFORMANCE_ANALYSIS.md, "The GEMM
+burst after capped tests"). Here torch's 8192^3 products: HOLD_S of them back to back (the cap's
+load), then an idle of each length in IDLES, then the burst on torch-peaks' protocol (5 untimed,
+20 timed one by one, the median); NVML's power and SM clock read every 10 ms throughout. Against a
+burst after REST_S of idle. Two rounds, the second in reverse order: about 3 minutes a type. On an
+NVIDIA GPU with torch:
+
+    python3 scripts/probes/burst_recovery.py [out.json [dtype ...]]
+"""
+import json
+import statistics
+import sys
+import threading
+import time
+
+import pynvml
+import torch
+
+N, WARM, REPS = 8192, 5, 20
+HOLD_S, REST_S = 4.0, 10.0
+IDLES = (0.5, 1.0, 2.0, 4.0, 8.0)
+TYPES = {"bf16": torch.bfloat16, "fp8_e4m3": torch.float8_e4m3fn}
+
+
+def product(kind: str):
+    a, b = (torch.randn(N, N, device="cuda").to(TYPES[kind]) for _ in range(2))
+    if kind == "fp8_e4m3":
+        one, bt = torch.ones((), device="cuda"), b.t()
+        return lambda: torch._scaled_mm(a, bt, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    return lambda: torch.matmul(a, b)
+
+
+def burst(fn) -> float:
+    for _ in range(WARM):
+        fn()
+    torch.cuda.synchronize()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(REPS)]
+    for start, end in events:
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return round(2 * N ** 3 / (statistics.median(s.elapsed_time(e) for s, e in events) * 1e-3) / 1e12, 1)
+
+
+def hold(fn) -> None:
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < HOLD_S:
+        for _ in range(10):
+            fn()
+        torch.cuda.synchronize()
+
+
+class Readings:
+    """NVML's power (W) and SM clock (MHz) every 10 ms, with the time."""
+
+    def __init__(self, handle):
+        self.handle, self.seen, self.done = handle, [], threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self.done.is_set():
+            self.seen.append((time.perf_counter(), pynvml.nvmlDeviceGetPowerUsage(self.handle) / 1e3,
+                              pynvml.nvmlDeviceGetClockInfo(self.handle, pynvml.NVML_CLOCK_SM)))
+            time.sleep(0.01)
+
+    def at(self, t: float) -> tuple[float, int]:
+        """The reading nearest before `t`."""
+        before = [r for r in self.seen if r[0] <= t] or self.seen[:1]
+        return before[-1][1], before[-1][2]
+
+
+def main() -> int:
+    out = sys.argv[1] if len(sys.argv) > 1 else None
+    kinds = sys.argv[2:] or list(TYPES)
+    pynvml.nvmlInit()
+    readings = Readings(pynvml.nvmlDeviceGetHandleByIndex(0))
+    readings.thread.start()
+    rows = []
+    try:
+        for kind in kinds:
+            fn = product(kind)
+            for round_ in (1, 2):
+                for idle in (IDLES if round_ == 1 else IDLES[::-1]):
+                    time.sleep(REST_S)
+                    rested = burst(fn)
+                    hold(fn)
+                    ended = time.perf_counter()
+                    time.sleep(idle)
+                    watts, mhz = readings.at(time.perf_counter())
+                    value = burst(fn)
+                    row = {"dtype": kind, "round": round_, "idle_s": idle, "burst": value, "rested": rested,
+                           "ratio": round(value / rested, 4), "power_w_at_burst": round(watts, 1),
+                           "sm_mhz_at_burst": mhz, "power_w_at_hold_end": round(readings.at(ended)[0], 1)}
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+    finally:
+        readings.done.set()
+        pynvml.nvmlShutdown()
+    if out:
+        with open(out, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
