@@ -5,12 +5,11 @@ burst after capped tests"). Here torch's 8192^3 products: HOLD_S of them back to
 load), then an idle of each length in IDLES, then the burst on torch-peaks' protocol (5 untimed,
 20 timed one by one, the median); NVML's power and SM clock read every 10 ms throughout. Against a
 burst after REST_S of idle. Two rounds, the second in reverse order: about 3 minutes a type. On an
-NVIDIA GPU with torch:
+NVIDIA GPU with torch, from the repository (gemm_burst.py beside it imports peakbench):
 
-    python3 scripts/probes/burst_recovery.py [out.json [dtype ...]]
+    PYTHONPATH=. python3 scripts/probes/burst_recovery.py [out.json [dtype ...]]
 """
 import json
-import statistics
 import sys
 import threading
 import time
@@ -18,31 +17,15 @@ import time
 import pynvml
 import torch
 
-N, WARM, REPS = 8192, 5, 20
+from gemm_burst import save, tflops, torch_product, torch_times      # this folder's probe: torch-peaks' protocol
+
 HOLD_S, REST_S = 4.0, 10.0
 IDLES = (0.5, 1.0, 2.0, 4.0, 8.0)
-TYPES = {"bf16": torch.bfloat16, "fp8_e4m3": torch.float8_e4m3fn}
-
-
-def product(kind: str):
-    a, b = (torch.randn(N, N, device="cuda").to(TYPES[kind]) for _ in range(2))
-    if kind == "fp8_e4m3":
-        one, bt = torch.ones((), device="cuda"), b.t()
-        return lambda: torch._scaled_mm(a, bt, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-    return lambda: torch.matmul(a, b)
+TYPES = ("bf16", "fp8_e4m3")
 
 
 def burst(fn) -> float:
-    for _ in range(WARM):
-        fn()
-    torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(REPS)]
-    for start, end in events:
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return round(2 * N ** 3 / (statistics.median(s.elapsed_time(e) for s, e in events) * 1e-3) / 1e12, 1)
+    return tflops(torch_times(fn))
 
 
 def hold(fn) -> None:
@@ -81,7 +64,7 @@ def main() -> int:
     rows = []
     try:
         for kind in kinds:
-            fn = product(kind)
+            fn = torch_product(kind, "normal")
             for round_ in (1, 2):
                 for idle in (IDLES if round_ == 1 else IDLES[::-1]):
                     time.sleep(REST_S)
@@ -99,9 +82,7 @@ def main() -> int:
     finally:
         readings.done.set()
         pynvml.nvmlShutdown()
-    if out:
-        with open(out, "w") as f:
-            json.dump(rows, f, indent=1)
+    save(out, rows)
     return 0
 
 

@@ -65,6 +65,13 @@ def peakbench_times(gemm, algo: int) -> list[float]:
     return [gemm.run(1) for _ in range(REPS)]
 
 
+def save(out: str | None, rows: list[dict]) -> None:
+    """The rows as JSON at `out`, where one was named."""
+    if out:
+        with open(out, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
 def tflops(seconds: list[float]) -> float:
     return round(2 * N ** 3 / statistics.median(seconds) / 1e12, 1)
 
@@ -98,9 +105,7 @@ def main() -> int:
     finally:
         device.close()
         backend.close()
-    if out:
-        with open(out, "w") as f:
-            json.dump(found, f, indent=1)
+    save(out, found)
     return 0
 
 
