@@ -16,7 +16,7 @@ from peakbench.backend import Unsupported
 from peakbench.catalog import default_catalog
 from peakbench.catalog.gemm import SIZE, TESTS, shape
 from peakbench.kernels import gemm as lt
-from peakbench.kernels.gemm import TRIAL_ROUNDS, trial_gemms, trial_rounds
+from peakbench.kernels.gemm import SEARCH_S, TRIAL_ROUNDS, trial_gemms, trial_rounds
 from peakbench.workloads import gemm as shared
 
 CATALOG = default_catalog()
@@ -205,7 +205,29 @@ def test_a_candidate_is_timed_by_fewer_gemms_where_three_would_be_long():
 
 
 def test_rounds_fit_the_search_time():
-    assert [trial_rounds(s) for s in (0.018, 0.034, 0.05, 0.072, 0.16, 0.0)] == [3, 3, 2, 1, 1, 3]
+    assert [trial_rounds(SEARCH_S * f) for f in (0.15, 0.3, 0.45, 0.6, 1.4)] == [TRIAL_ROUNDS, TRIAL_ROUNDS, 2, 1, 1]
+    assert trial_rounds(0.0) == TRIAL_ROUNDS
+
+
+class SetUpGemm(HostGemm):
+    """A candidate's first GEMM takes 60 ms (its kernel's set-up), every later one 1 ms, as the
+    untimed first GEMMs on the GPU carry their set-up."""
+    def __init__(self, api, lib):
+        super().__init__(api, lib)
+        self.seen: set[int] = set()
+
+    def timed(self, calls):
+        before = self.lib.calls.count("Matmul")
+        calls()
+        algo, first = self.lib.last_algo, self.lib.last_algo not in self.seen
+        self.seen.add(algo)
+        return 60e-3 if first else 1e-3 * (self.lib.calls.count("Matmul") - before)
+
+
+def test_the_rounds_fit_the_timed_round_not_the_set_up():
+    w, lib = workload(CATALOG.get("gemm.bf16.fp32"), gemm_class=SetUpGemm)
+    assert f"(fastest best round of {TRIAL_ROUNDS}, 1 GEMM each" in w.evidence["chosen"], w.evidence["chosen"]
+    assert all(len(line.split(", ")) == TRIAL_ROUNDS for line in w.evidence["rounds"])
 
 
 def test_no_algorithm_for_the_types_is_unsupported_api():

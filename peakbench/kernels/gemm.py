@@ -25,7 +25,7 @@ CANDIDATES = 8            # algorithms asked of the heuristic
 TRIAL_GEMMS = 3           # GEMMs timed per candidate (after one untimed)...
 TRIAL_S = 0.02            # ...fewer where those would pass this: an FP64 GEMM of 8192 took 19-23 ms (H100)
 TRIAL_ROUNDS = 3          # rounds over the candidates, alternating order; each candidate's best round counts...
-SEARCH_S = 0.12           # ...fewer where they would pass this: a round of FP64's 8 candidates took ~160 ms (H100)
+SEARCH_S = 0.12           # ...fewer where they would pass this: a round of FP64's 4 candidates took ~88 ms (H100)
 WORKSPACE = 32 << 20      # bytes: NVIDIA recommends 32 MiB of workspace on Hopper (cuBLAS docs, cublasSetWorkspace)
 SCALE_STRIDE = 16          # bytes between the A and B scale factors (each 16-byte aligned)
 SCALE_CT = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i32": ctypes.c_int32}
@@ -161,7 +161,7 @@ class Plan:
 
 
 def trial_rounds(round_s: float) -> int:
-    """Rounds over the candidates, given the GPU seconds one round takes."""
+    """Rounds over the candidates, given the GPU seconds the first (timed) round took."""
     return max(1, min(TRIAL_ROUNDS, int(SEARCH_S / round_s))) if round_s > 0 else TRIAL_ROUNDS
 
 
@@ -201,18 +201,21 @@ class LtGemm:
             scales = (base, base + SCALE_STRIDE)
         self.plan = self.lt.plan(types, m, n, k, scales)
         candidates = range(len(self.plan.algos))
-        counts, round_s = [], 0.0
+        counts = []
         for i in candidates:          # one untimed GEMM each: its set-up, and the count its time allows
             self.algo = i
-            first = self.run(1)
-            counts.append(trial_gemms(first))
-            round_s += first * counts[-1]
-        passes = trial_rounds(round_s)
+            counts.append(trial_gemms(self.run(1)))
         rounds: list[list[float]] = [[] for _ in candidates]
-        for r in range(passes):
-            for i in (candidates if r % 2 == 0 else reversed(candidates)):
+
+        def timed_round(order) -> None:
+            for i in order:
                 self.algo = i
                 rounds[i].append(self.run(counts[i]) / counts[i])
+        timed_round(candidates)
+        # the rounds after the first fit what it took (the untimed GEMMs' times carry their set-up)
+        passes = trial_rounds(sum(each[0] * count for each, count in zip(rounds, counts)))
+        for r in range(1, passes):
+            timed_round(reversed(candidates) if r % 2 else candidates)
         times = [min(t) for t in rounds]
         self.algo = min(candidates, key=times.__getitem__)
         each = "-".join(map(str, sorted(set(counts))))
