@@ -177,7 +177,6 @@ def test_the_measured_stream_kernel_counts_through_the_parameter_after_dst():
                     r" WITNESS_SLOTS\) \* WITNESS_STRIDE, 1u\);\n#endif\n", body), "the count is the kernel's first act"
 
 
-
 def test_the_measured_vulkan_stream_counts_as_each_workgroups_first_act():
     """mem_stream.comp's count comes before the mode's loads and stores, as mem.cu's does."""
     import re
@@ -188,6 +187,7 @@ def test_the_measured_vulkan_stream_counts_as_each_workgroups_first_act():
     assert re.match(r"void main\(\) {\n    uint tid = gl_GlobalInvocationID\.x;\n#ifdef WITNESS_SLOTS\n"
                     r"    if \(gl_LocalInvocationIndex == 0\)\n        atomicAdd\(workgroups_done\[\(gl_WorkGroupID\.x %"
                     r" WITNESS_SLOTS\) \* WITNESS_STRIDE\], 1u\);\n#endif\n", body), "the count is the kernel's first act"
+
 
 class WordOnly:
     """A runtime of one word: launches add their workgroups to the last buffer, as the kernels do."""
