@@ -3,8 +3,9 @@ peakbench's default suite the GEMM bursts ran 2.5-5% under the same tests alone,
 kernel burst 6.3% slower 1 s after capped matrix tests (PERFORMANCE_ANALYSIS.md, "The GEMM
 burst after capped tests"). Here torch's 8192^3 products: HOLD_S of them back to back (the cap's
 load), then an idle of each length in IDLES, then the burst on torch-peaks' protocol (5 untimed,
-20 timed one by one, the median); NVML's power and SM clock read every 10 ms throughout. Against a
-burst after REST_S of idle. Two rounds, the second in reverse order: about 3 minutes a type. On an
+20 timed one by one, the median); NVML's power (its one-second average and the instantaneous
+field), SM clock and temperature read every 10 ms throughout. Against a burst after REST_S of
+idle. Two rounds, the second in reverse order: about 2 minutes a type. On an
 NVIDIA GPU with torch, from the repository (gemm_burst.py beside it imports peakbench):
 
     PYTHONPATH=. python3 scripts/probes/burst_recovery.py [out.json [dtype ...]]
@@ -19,8 +20,9 @@ import torch
 
 from gemm_burst import save, tflops, torch_product, torch_times      # this folder's probe: torch-peaks' protocol
 
-HOLD_S, REST_S = 4.0, 10.0
-IDLES = (0.5, 1.0, 2.0, 4.0, 8.0)
+HOLD_S, REST_S = 4.0, 6.0
+IDLES = (1.0, 2.0, 4.0, 8.0)
+INSTANT = getattr(pynvml, "NVML_FI_DEV_POWER_INSTANT", 186)     # nvml.h
 TYPES = ("bf16", "fp8_e4m3")
 
 
@@ -37,7 +39,8 @@ def hold(fn) -> None:
 
 
 class Readings:
-    """NVML's power (W) and SM clock (MHz) every 10 ms, with the time."""
+    """NVML's power (W: its average, the instantaneous field), SM clock (MHz) and temperature (C)
+    every 10 ms, with the time."""
 
     def __init__(self, handle):
         self.handle, self.seen, self.done = handle, [], threading.Event()
@@ -45,14 +48,25 @@ class Readings:
 
     def _run(self):
         while not self.done.is_set():
-            self.seen.append((time.perf_counter(), pynvml.nvmlDeviceGetPowerUsage(self.handle) / 1e3,
-                              pynvml.nvmlDeviceGetClockInfo(self.handle, pynvml.NVML_CLOCK_SM)))
+            h = self.handle
+            instant = pynvml.nvmlDeviceGetFieldValues(h, [INSTANT])[0]
+            self.seen.append((time.perf_counter(), pynvml.nvmlDeviceGetPowerUsage(h) / 1e3,
+                              instant.value.uiVal / 1e3 if instant.nvmlReturn == 0 else None,
+                              pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+                              pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)))
             time.sleep(0.01)
 
-    def at(self, t: float) -> tuple[float, int]:
+    def at(self, t: float) -> dict:
         """The reading nearest before `t`."""
         before = [r for r in self.seen if r[0] <= t] or self.seen[:1]
-        return before[-1][1], before[-1][2]
+        _, average, instant, mhz, celsius = before[-1]
+        return {"power_w": round(average, 1), "instant_w": instant and round(instant, 1), "sm_mhz": mhz,
+                "temperature_c": celsius}
+
+    def trace(self, since: float, until: float, every: float = 0.25) -> list:
+        """The readings from `since` to `until`, one each `every` s, as [s after since, dict]."""
+        return [[round(t - since, 2), self.at(t)] for t in
+                (since + i * every for i in range(int((until - since) / every) + 1))]
 
 
 def main() -> int:
@@ -72,11 +86,13 @@ def main() -> int:
                     hold(fn)
                     ended = time.perf_counter()
                     time.sleep(idle)
-                    watts, mhz = readings.at(time.perf_counter())
+                    began = time.perf_counter()
                     value = burst(fn)
                     row = {"dtype": kind, "round": round_, "idle_s": idle, "burst": value, "rested": rested,
-                           "ratio": round(value / rested, 4), "power_w_at_burst": round(watts, 1),
-                           "sm_mhz_at_burst": mhz, "power_w_at_hold_end": round(readings.at(ended)[0], 1)}
+                           "ratio": round(value / rested, 4), "at_burst": readings.at(began),
+                           "after_burst": readings.at(time.perf_counter()), "at_hold_end": readings.at(ended)}
+                    if idle == max(IDLES):
+                        row["idle_trace"] = readings.trace(ended, began)
                     rows.append(row)
                     print(json.dumps(row), flush=True)
     finally:
