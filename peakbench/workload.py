@@ -18,10 +18,9 @@ is declared here, with defaults, and read by the runner, never probed:
     loop_items      the items one invocation does per loop iteration, for the work guard
     after_timing(size)  (problem, evidence) of the output the timed launches left, at the
                     measured size (the measured guard); "not checked: <why>" where it cannot
-    burst           True: the rate of 10 launches of ~1 ms before calibration is kept beside the
-                    sustained value (evidence.burst), for work a power cap holds down after a
-                    second or two (GEMM, sparse matrices), as GEMM benchmarks time a few products;
-                    the default suite idles the GPU before such a test (Settings.burst_idle_s)
+    launch_s        the least GPU time one launch is calibrated to in every profile (None: the
+                    profile's sample_s), for a rate that still rises with the launch's length
+                    there, so that --quick and the default suite read it at the same size
     witness         a workloads.witness.Witness where the kernel counts its own workgroups (the
                     launches guard holds the count to the workgroups launched); None: it does not
     cores           False: its launches keep copy engines busy, not the cores, whose clock falls
@@ -55,7 +54,7 @@ class Workload:
     name: str = ""
     timing: str = "gpu"
     census = False
-    burst = False
+    launch_s: float | None = None
     cores = True
     loop_items: int | None = None
     witness = None

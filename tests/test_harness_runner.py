@@ -296,7 +296,6 @@ def test_copies_share_a_load_of_their_own_and_leave_the_core_load_alone(clock):
 
 class Capped(FakeWorkload):
     """A GEMM under a power cap: full rate for its first second of load, 0.8x after."""
-    burst = True
 
     def seconds(self, size: int) -> float:
         t = self.clock() - self.began
@@ -307,7 +306,7 @@ def test_a_burst_keeps_the_first_launches_rate_beside_the_capped_sustained_one(c
     w = Capped(seconds_per_unit=1e-6, clock=clock)
     w.began = clock()
     settings = Settings(sample_s=0.01, warmup_s=1.5, min_samples=5, max_samples=8, settle=0.005, budget_s=10.0)
-    v = measure(w, 1, "TFLOPS", settings, clock(), clock=lambda: 1755.0)
+    v = measure(w, 1, "TFLOPS", settings, clock(), clock=lambda: 1755.0, burst=True)
     burst = v.evidence["burst"]
     assert burst["value"] == pytest.approx(w.rate(), rel=1e-3)              # the first launches: full rate
     assert v.summary.median == pytest.approx(w.rate() / 1.25, rel=1e-3)      # sustained: the cap's
@@ -315,7 +314,7 @@ def test_a_burst_keeps_the_first_launches_rate_beside_the_capped_sustained_one(c
     assert burst["load_before_s"] < 0.1
 
 
-def test_no_burst_where_the_workload_does_not_ask(clock):
+def test_no_burst_where_the_test_does_not_ask(clock):
     assert "burst" not in run_measure(FakeWorkload(clock=clock), clock).evidence
 
 
@@ -329,9 +328,9 @@ def test_the_default_suite_idles_before_a_burst_tests_first_variant_only(clock, 
     clock.advance(5.0)                          # five seconds into the tests before
     w = Capped(seconds_per_unit=1e-6, clock=clock)
     w.began = clock()
-    v = runner.measure_on(load, w, 1, "TFLOPS", settings, lambda: 1980.0)
+    v = runner.measure_on(load, w, 1, "TFLOPS", settings, lambda: 1980.0, burst=True)
     assert slept == [runner.BURST_IDLE_S] and v.evidence["burst"]["load_before_s"] < 0.1
-    runner.measure_on(load, w, 1, "TFLOPS", settings, lambda: 1980.0, started=load.since)
+    runner.measure_on(load, w, 1, "TFLOPS", settings, lambda: 1980.0, started=load.since, burst=True)
     assert slept == [runner.BURST_IDLE_S], "a later variant continues the test's load"
 
 
@@ -343,3 +342,15 @@ def test_a_size_timed_three_times_still_gives_the_replay_check_its_launches(cloc
     v = runner.fixed_samples(w, 3, 1, "TFLOPS", settings, lambda: None)
     assert v.summary.samples == 3
     assert [len(group) for group in v.launches] == [guards.REPLAYED_LAUNCHES]
+
+
+def test_a_workload_whose_rate_rises_with_the_launch_is_calibrated_alike_in_every_profile(clock):
+    quick, full = Settings.quick(), Settings.full()
+    assert quick.sample_s < full.sample_s
+    sizes = []
+    for settings in (quick, full):
+        w = FakeWorkload(seconds_per_unit=1e-3, clock=clock)
+        w.launch_s = full.sample_s
+        sizes.append(measure(w, 1, "TFLOPS", settings, clock()).size)
+    plain = measure(FakeWorkload(seconds_per_unit=1e-3, clock=clock), 1, "TFLOPS", quick, clock()).size
+    assert sizes == [16, 16] and plain == 8      # 16 ms launches in both; quick alone stops at 8 ms

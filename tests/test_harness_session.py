@@ -114,6 +114,29 @@ def test_a_sweep_from_a_losing_variant_is_kept(clock):
     assert "series" not in result.evidence
 
 
+def test_a_test_that_keeps_a_burst_idles_the_gpu_before_it_and_the_catalog_says_which(clock, monkeypatch):
+    """Bursts are the catalog's (TestSpec.bursts: the work, not the API, meets the power cap)."""
+    events: list = []
+
+    def rest(seconds):
+        events.append(("rest", seconds))
+        clock.advance(seconds)
+
+    monkeypatch.setattr(runner.time, "sleep", rest, raising=False)
+
+    def make(test, variant):
+        events.append("prepare")
+        return FakeWorkload(1e-6, 1e6 / test.per_item(variant), clock=clock, name=variant.name)
+
+    gemm = default_catalog().get("gemm.bf16.fp32")
+    settings = replace(SETTINGS, burst_idle_s=1.0)
+    result = run_test(FakeDevice(plan={gemm.name: make}, clock=clock), gemm, settings, lambda _: None)
+    assert gemm.bursts and result.status == "ok" and result.evidence["burst"]["load_before_s"] < 0.1
+    assert events == ["prepare", ("rest", 1.0)]
+    events.clear()
+    result = run_test(FakeDevice(plan={WIDE.name: make}, clock=clock), WIDE, settings, lambda _: None)
+    assert events == ["prepare"] * 3 and "burst" not in result.evidence, "a test that keeps no burst"
+
 def test_verify_runs_before_any_timing(clock):
     device = FakeDevice(clock=clock)
     run(device, OTHER)

@@ -41,6 +41,10 @@ class TestSpec:
     # Whether the test's peak scales with the core clock (arithmetic, shared memory); DRAM, caches
     # in their own clock domain, the host link and latencies do not.
     clocked = False
+    # Whether a power cap holds the work down after its first second or two (GEMM, sparse matrix
+    # units): its first launches are kept beside the sustained value (the burst, as GEMM
+    # benchmarks time a few products), and the default suite rests the GPU before the test.
+    bursts = False
 
     @property
     def family(self) -> str:

@@ -21,6 +21,7 @@ class GemmTest(TestSpec):
     """A vendor GEMM. An item is one GEMM of the variant's shape; `output` is D's storage type."""
     output: str = ""
     clocked = True
+    bursts = True
 
     @property
     def types(self) -> tuple[str, str]:

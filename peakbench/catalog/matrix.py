@@ -44,6 +44,7 @@ OPS_COUNTED = "dense-equivalent 2*M*N*K (K counts the zeros of the structured-sp
 class SparseMatrixTest(MatrixTest):
     """A 2:4 sparse-A matrix test; its dtype is the dense test's, so backends share the type rules."""
     sparse: bool = True
+    bursts = True
 
 
 def _sparse(a: str, c: str, unit: str = "TFLOPS") -> SparseMatrixTest:

@@ -82,10 +82,12 @@ class Settings:
     # The burn-in profile: each test's one variant sampled for its whole budget_s (no settling),
     # every sample's time and clock kept for the time series and the stability summary.
     burn_in: bool = False
-    # A test whose workload keeps a burst (Workload.burst: GEMM, sparse matrices) idles the GPU
-    # this long before its first variant, so its burst starts under the power cap's limit as a
-    # GEMM benchmark's first products do, not seconds into the load of the tests before; 0: the
-    # burst is taken inside the load it finds (its `load_before_s` says how long that had run).
+    # A test that keeps a burst (TestSpec.bursts: GEMM, sparse matrices) idles the GPU this long
+    # before its first variant, so its burst starts under the power cap's limit as a GEMM
+    # benchmark's first products do, not seconds into the load of the tests before (torch's
+    # products after 4 s under the cap burst as rested ones after 1 s of idle: PERFORMANCE_ANALYSIS.md,
+    # "What the sparse matrix tests leave behind"); 0: the burst is taken inside the load it finds
+    # (its `load_before_s` says how long that had run).
     burst_idle_s: float = 0.0
 
     @classmethod
@@ -143,7 +145,7 @@ def _per_invocation(v) -> float:
 
 UNCHECKED_GAP_S = 0.5  # the longest gap a load is shared over where no clock reading can check it
 CLOCK_HOLD = 0.03     # a shared warm-up holds while the clock is within this of the last test's
-# A burst (Workload.burst): the first launches, before the power cap bites, as torch's and
+# A burst (TestSpec.bursts): the first launches, before the power cap bites, as torch's and
 # cuBLAS's GEMM benchmarks time ten products after a short warm-up. Launches of 10 ms were capped
 # already on the H200 (cuBLASLt bf16 686 TFLOPS at 1485 MHz after an idle second, torch 782).
 BURST_LAUNCHES = 10
@@ -261,10 +263,10 @@ def hold(workload, size: int, settings: Settings, clock: Callable[[], float | No
 
 
 def measure_on(load: Load, workload, per_item: float, unit: str, settings: Settings,
-               clock: Callable[[], float | None], started: float | None = None) -> VariantResult:
+               clock: Callable[[], float | None], started: float | None = None, burst: bool = False) -> VariantResult:
     """measure() continuing the device's sustained load (Load.start; `started`: the test's own
     load, where warm-ups are not shared), and handing it on to the next measurement."""
-    if workload.burst and settings.burst_idle_s and started is None:     # the test's first variant
+    if burst and settings.burst_idle_s and started is None:     # the test's first variant
         time.sleep(settings.burst_idle_s)
         load.begin(time.perf_counter(), 0)
         started = load.since
@@ -273,20 +275,22 @@ def measure_on(load: Load, workload, per_item: float, unit: str, settings: Setti
     # and the core test after copies is held to the core clock before them (hold).
     own = load if workload.cores else load.link
     began, held = own.start(time.perf_counter(), settings, started)
-    v = measure(workload, per_item, unit, settings, began, clock, held if workload.cores else None)
+    v = measure(workload, per_item, unit, settings, began, clock, held if workload.cores else None, burst)
     own.end(time.perf_counter(), v.clock_mhz)
     return v
 
 
 def measure(workload, per_item: float, unit: str, settings: Settings, started: float,
-            clock: Callable[[], float | None] = lambda: None, held_mhz: float | None = None) -> VariantResult:
+            clock: Callable[[], float | None] = lambda: None, held_mhz: float | None = None,
+            burst: bool = False) -> VariantResult:
     """Time one prepared workload (`run(size)` -> GPU seconds, `items(size)` -> work items done);
     `per_item` is what its descriptor says an item is worth; `started` is when the test's
     sustained load began; `held_mhz`, where that load began before this test, the clock it ran at
-    (see hold)."""
+    (see hold); `burst`: the first launches are kept (take_burst)."""
     own = time.perf_counter()
-    burst = take_burst(workload, per_item, unit, clock, started) if workload.burst else None
-    size, seconds = calibrate(workload.run, settings)
+    burst = take_burst(workload, per_item, unit, clock, started) if burst else None
+    longer = workload.launch_s and workload.launch_s > settings.sample_s
+    size, seconds = calibrate(workload.run, replace(settings, sample_s=workload.launch_s) if longer else settings)
     # calibration's last, the warm-up's, then the timed ones (the timer guard reads them all)
     launches = warm_launches(workload.run, size, seconds, own_launches(settings.min_samples),
                              lambda: (time.perf_counter() - started < settings.warmup_s
@@ -353,15 +357,15 @@ def take(workload, test, variant, settings: Settings, clock: Callable[[], float 
         return workload.from_sweep(spec)
     axis = workload.axis(spec)
     if axis is None:
-        v = measure_on(load, workload, test.per_item(variant), test.unit, settings, clock, started)
+        v = measure_on(load, workload, test.per_item(variant), test.unit, settings, clock, started, test.bursts)
     else:
-        v = over_axis(workload, axis, test.per_item(variant), test.unit, settings, clock, load, started)
+        v = over_axis(workload, axis, test.per_item(variant), test.unit, settings, clock, load, started, test.bursts)
     workload.observed(v, spec)
     return v
 
 
 def over_axis(workload, axis, per_item: float, unit: str, settings: Settings, clock, load: Load,
-              started: float | None) -> VariantResult:
+              started: float | None, burst: bool = False) -> VariantResult:
     """Each point of `axis` in order (a screening run: its first axis.screen), the workload
     moved there (at), measured as any test, each point after the first continuing the first's
     load (its own warm-up not repeated); or with axis.samples, calibrated, warmed up for
@@ -375,7 +379,7 @@ def over_axis(workload, axis, per_item: float, unit: str, settings: Settings, cl
             v = fixed_samples(workload, axis.samples, per_item, unit, settings, clock)
         else:
             own = settings if not measured else replace(settings, own_warmup_s=0.0)
-            v = measure_on(load, workload, per_item, unit, own, clock, started)
+            v = measure_on(load, workload, per_item, unit, own, clock, started, burst)
             started = started or load.since
         measured[point] = v
     if axis.value == "best":

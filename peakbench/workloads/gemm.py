@@ -181,7 +181,6 @@ def compare(types: GemmTypes, got: np.ndarray, want: np.ndarray, magnitude: np.n
 class GemmWorkload(Workload):
     """One shape of one test through a backend's GEMM object (`gemm`, named `library`). An
     item is one GEMM."""
-    burst = True           # held down by the power cap after a second or two: the first launches kept
 
     def __init__(self, test, variant, gemm, library: str):
         self.test, self.variant, self.gemm, self.name = test, variant, gemm, variant.name

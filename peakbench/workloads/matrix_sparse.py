@@ -27,7 +27,6 @@ def inputs(shape: tuple[int, int, int], operand: str, accumulator: str, accumula
 class SparseMatrixWorkload(MatrixWorkload):
     """Verification with each of VERIFY_KEEP's metadata words in turn (a kernel that ignores the
     word, or reads another, fails one), after one and after two iterations."""
-    burst = True           # held down by the power cap after a second or two: the first launches kept
 
     def verify(self) -> str | None:
         problem = self.precheck()
