@@ -40,6 +40,11 @@ CPU_L2 = 1 << 20            # a CPU driver's (lavapipe's) L2, as a place to size
 # in flight than ptxas; with eight, CUDA reads 17.7 and Vulkan 16.2 (four: 17.8 and 12.0, spread
 # 14%): PERFORMANCE_ANALYSIS.md, "Ahead of the peers".
 L2_BLOCKS_PER_UNIT = 8
+# The L2 read's rate still rises with the launch's length at the 5 ms launches --quick takes
+# (its workgroups end unevenly: CUDA on an H100 read 16.2, 16.4, 16.6 and 16.7 TB/s at launches
+# of 4.3, 8.6, 17 and 34 ms), so every profile calibrates it to the default suite's 10 ms:
+# PERFORMANCE_ANALYSIS.md, "Quick against the default suite, launch by launch".
+L2_LAUNCH_S = 0.01
 # What a shared chase loads each hop (ChaseKernel.pointer): the next address, or the next index,
 # which the hop must scale into an address before the next load (one IMAD or SHF on NVIDIA: 29
 # cycles a hop against 23 on the H200). SPIR-V addresses Workgroup memory by element only.
@@ -260,6 +265,7 @@ def l2_groups(rt) -> int:
 class L2Workload(Workload):
     """memory.l2: the chunk read over a working set inside the L2, with loads that skip the L1,
     at each of l2_working_sets; the best is the value. An item is one vector read."""
+    launch_s = L2_LAUNCH_S
 
     @release_on_failure
     def __init__(self, test, variant, rt, kernel: OnchipKernel):
