@@ -104,6 +104,10 @@ def test_no_pattern_selects_every_family_in_catalog_order(patterns):
     assert [names.index(n) for n in light] == sorted(names.index(n) for n in light)
     assert names.index("sm.l2_latency") < names.index("latency.l0")
     assert names.index("memory.update") < names.index("memory.shared") < names.index("latency.l0")
+    # the sparse matrix tests after the GEMMs, whose clocks they held down for the rest of a process
+    sparse = [names.index(n) for n in names if n.endswith(".sparse")]
+    gemms = [names.index(n) for n in names if n.startswith("gemm.")]
+    assert len(sparse) == 7 and min(sparse) > max(gemms)
 
 
 @pytest.mark.parametrize("patterns, want", [

@@ -58,10 +58,13 @@ def is_sparse(test) -> bool:
     return getattr(test, "sparse", False)
 
 
-TESTS = (
+DENSE = (
     _mma("fp16", "fp16"), _mma("fp16", "fp32"), _mma("bf16", "fp32"), _mma("tf32", "fp32"),
     _mma("fp8_e4m3", "fp32"), _mma("fp8_e5m2", "fp32"), _mma("int8", "int32", "TOPS"),
     _mma("int4", "int32", "TOPS"), _mma("fp4", "fp32"), _mma("fp64", "fp64"),
+)
+SPARSE = (
     _sparse("fp16", "fp16"), _sparse("fp16", "fp32"), _sparse("bf16", "fp32"), _sparse("tf32", "fp32"),
     _sparse("fp8_e4m3", "fp32"), _sparse("fp8_e5m2", "fp32"), _sparse("int8", "int32", "TOPS"),
 )
+TESTS = DENSE + SPARSE
