@@ -2,7 +2,8 @@
 # The performance issue's table on one board in one call (PERFORMANCE_ANALYSIS.md, thirteenth round):
 # cold and warm --quick per backend from this checkout and from the installed wheel (WHEEL, a
 # folder holding peakbench's wheel; default dist/), the peer bundle (.peers/, a copy of
-# ../shared/peers), then the default suite of both backends in one process from an empty cache, in
+# ../shared/peers), CUDA's GEMM tests in a process of their own (as torch-peaks runs its products),
+# then the default suite of both backends in one process from an empty cache, in
 # what time is left of LIMIT seconds (default 585). Each run's JSON, output and log, the peers'
 # files and the wall times go to /tmp/r, packed into $OUT/table.tgz after each step. Needs what
 # scripts/gpu-run.sh needs (.gl/ and .whl/ carried).
@@ -36,6 +37,7 @@ t wheel-vulkan-cold wvk /tmp --backend vulkan --quick
 export PYTHONPATH=/tmp/site:$TREE
 s=$(date +%s); OUT=$R PEERS_DEADLINE=${PEERS_DEADLINE:-240} bash .peers/run.sh > $R/peers.txt 2>&1
 echo "peers $(( $(date +%s) - s )) s (at $(( $(date +%s) - T0 )) s)" | tee -a $R/times.txt; pack
+t cuda-gemm cuda $TREE --backend cuda --tests 'gemm.*'
 left=$(( ${LIMIT:-585} - ($(date +%s) - T0) ))
 echo "default suite: $left s left" | tee -a $R/times.txt
 timeout $left bash -c "$(declare -f t pack); T0=$T0 R=$R OUT=$OUT; t default-both all $TREE --backend vulkan,cuda --markdown $R/default-both.md"
