@@ -110,8 +110,8 @@ def torch_bf16_tflops(n: int = 8192, warm: int = 5, reps: int = 20) -> float:
 
 
 def search_tflops(result) -> float:
-    """The kept algorithm's rate in the algorithm search: its median GEMM of 9 sweeps (bf16), right
-    after the operands are made, as short a burst as torch's 20 timed products."""
+    """The kept algorithm's rate in the algorithm search: 3 GEMMs each (bf16), right after the operands
+    are made, as short a burst as torch's 20 timed products."""
     n = result["params"]["m"]
     fastest_ms = min(float(line.rsplit(": ", 1)[1].removesuffix(" ms")) for line in result["evidence"]["algorithms"])
     return 2 * n ** 3 / (fastest_ms * 1e-3) / 1e12

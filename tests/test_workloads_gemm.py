@@ -16,7 +16,7 @@ from peakbench.backend import Unsupported
 from peakbench.catalog import default_catalog
 from peakbench.catalog.gemm import SIZE, TESTS, shape
 from peakbench.kernels import gemm as lt
-from peakbench.kernels.gemm import SEARCH_S, TRIAL_SWEEPS, trial_sweeps
+from peakbench.kernels.gemm import SEARCH_S, TRIAL_ROUNDS, trial_gemms, trial_rounds
 from peakbench.workloads import gemm as shared
 
 CATALOG = default_catalog()
@@ -167,8 +167,8 @@ def test_the_fastest_heuristic_candidate_is_kept_and_every_one_is_listed():
 
 
 class DippedGemm(HostGemm):
-    """Candidate 2 (the second) is the fastest, 1% ahead of the first, but its first timed GEMM
-    ran 5% slow (the clock dipped)."""
+    """Candidate 2 (the second) is the fastest, 1% ahead of the first, but its first timed round
+    ran 5% slow (the clock dipped), as one pass of a few GEMMs each can catch a candidate."""
     def __init__(self, api, lib):
         super().__init__(api, lib)
         self.seen: dict[int, int] = {}
@@ -181,37 +181,12 @@ class DippedGemm(HostGemm):
         return {1: 1.00e-3, 2: 0.99e-3, 3: 1.02e-3}[algo] * dip * 3
 
 
-def test_a_candidate_is_ranked_by_its_median_gemm():
+def test_a_candidate_is_ranked_by_its_best_round_in_alternating_order():
     w, lib = workload(CATALOG.get("gemm.bf16.fp32"), gemm_class=DippedGemm)
     assert w.gemm.algo == 1 and "candidate 1 of 3" in w.evidence["chosen"], w.evidence
-    assert w.gemm.seen == {1: 1 + TRIAL_SWEEPS, 2: 1 + TRIAL_SWEEPS, 3: 1 + TRIAL_SWEEPS}
-    first, second = (float(x) for x in w.evidence["sweeps"][1].removeprefix("1: ").removesuffix(" ms").split(", ")[:2])
-    assert first > second, "the dipped GEMM is listed, and passed over"
-
-
-class CappedGemm(HostGemm):
-    """Candidate 3 (the last) is the fastest by 1%, but the power cap bites after the first 6
-    timed GEMMs of the search and every GEMM after runs 5% slower: candidates timed a few GEMMs
-    at a time in a row are ranked by when they ran; interleaved, by their kernels."""
-    def __init__(self, api, lib):
-        super().__init__(api, lib)
-        self.seen: set[int] = set()
-        self.timed_gemms = 0
-
-    def timed(self, calls):
-        calls()
-        algo = self.lib.last_algo
-        if algo not in self.seen:          # the untimed first GEMM
-            self.seen.add(algo)
-            return 1e-3
-        self.timed_gemms += 1
-        return {1: 1.00e-3, 2: 1.00e-3, 3: 0.99e-3}[algo] * (1.05 if self.timed_gemms > 6 else 1.0)
-
-
-def test_the_candidates_are_timed_interleaved_so_the_cap_ranks_none_of_them():
-    w, lib = workload(CATALOG.get("gemm.bf16.fp32"), gemm_class=CappedGemm)
-    assert w.gemm.algo == 2 and "candidate 2 of 3" in w.evidence["chosen"], w.evidence
-    assert f"of {TRIAL_SWEEPS} sweeps, the candidates interleaved" in w.evidence["chosen"]
+    assert w.gemm.seen == {1: 1 + TRIAL_ROUNDS, 2: 1 + TRIAL_ROUNDS, 3: 1 + TRIAL_ROUNDS}
+    first, second = (float(x) for x in w.evidence["rounds"][1].removeprefix("1: ").removesuffix(" ms").split(", ")[:2])
+    assert first > second, "the dipped round is listed, and passed over"
 
 class SlowGemm(HostGemm):
     """Each GEMM takes 25 ms of GPU time: longer than TRIAL_S."""
@@ -221,16 +196,17 @@ class SlowGemm(HostGemm):
         return 25e-3 * (self.lib.calls.count("Matmul") - before)
 
 
-def test_long_gemms_are_searched_in_fewer_sweeps():
+def test_a_candidate_is_timed_by_fewer_gemms_where_three_would_be_long():
+    assert [trial_gemms(s) for s in (1.4e-3, 8e-3, 19e-3, 30e-3, 0.0)] == [3, 2, 1, 1, 3]
     w, lib = workload(CATALOG.get("gemm.fp64.fp64"), gemm_class=SlowGemm)
-    assert "(fastest median GEMM of 1 sweep, " in w.evidence["chosen"]
-    # 1 untimed and 1 timed each: one sweep of 25 ms GEMMs passes SEARCH_S
+    assert "(fastest best round of 1, 1 GEMM each, in alternating order)" in w.evidence["chosen"]
+    # 1 untimed and 1 timed each: one round of 25 ms GEMMs passes SEARCH_S
     assert lib.calls.count("Matmul") == 2 * len(w.evidence["algorithms"])
 
 
-def test_sweeps_fit_the_search_time():
-    assert [trial_sweeps(SEARCH_S * f) for f in (0.1, 0.2, 0.45, 0.6, 1.4)] == [TRIAL_SWEEPS, 5, 2, 1, 1]
-    assert trial_sweeps(0.0) == TRIAL_SWEEPS
+def test_rounds_fit_the_search_time():
+    assert [trial_rounds(SEARCH_S * f) for f in (0.15, 0.3, 0.45, 0.6, 1.4)] == [TRIAL_ROUNDS, TRIAL_ROUNDS, 2, 1, 1]
+    assert trial_rounds(0.0) == TRIAL_ROUNDS
 
 
 class SetUpGemm(HostGemm):
@@ -248,10 +224,10 @@ class SetUpGemm(HostGemm):
         return 60e-3 if first else 1e-3 * (self.lib.calls.count("Matmul") - before)
 
 
-def test_the_sweeps_fit_the_timed_sweep_not_the_set_up():
+def test_the_rounds_fit_the_timed_round_not_the_set_up():
     w, lib = workload(CATALOG.get("gemm.bf16.fp32"), gemm_class=SetUpGemm)
-    assert f"(fastest median GEMM of {TRIAL_SWEEPS} sweeps" in w.evidence["chosen"], w.evidence["chosen"]
-    assert all(len(line.split(", ")) == TRIAL_SWEEPS for line in w.evidence["sweeps"])
+    assert f"(fastest best round of {TRIAL_ROUNDS}, 1 GEMM each" in w.evidence["chosen"], w.evidence["chosen"]
+    assert all(len(line.split(", ")) == TRIAL_ROUNDS for line in w.evidence["rounds"])
 
 
 def test_no_algorithm_for_the_types_is_unsupported_api():

@@ -4,15 +4,12 @@ called through ctypes: CuPy binds cuBLAS but not cuBLASLt, and hip-python binds 
 
 `Api` is one library's names and numbers (cuda/gemm.py, rocm/gemm.py); `Lt` makes its calls;
 `LtGemm` is the GEMM object workloads/gemm.py drives, over a backend's memory and timer hooks.
-The algorithm: the library's heuristic offers up to CANDIDATES for the shape; after one untimed
-GEMM each (its set-up), they are timed interleaved, one GEMM of each candidate a sweep, up to
-TRIAL_SWEEPS sweeps in alternating order, and the one whose median GEMM was fastest is kept
-(evidence["algorithms"] lists them all, evidence["sweeps"] every time). A GEMM meets the power
-cap within a fraction of a second and the clock then moves for seconds: timed a few GEMMs at a
-time, candidates 1-3% apart were ranked by the clock's moment as much as by the kernel (an
-H100's default suite kept fp16's candidate 2, whose burst trailed candidate 6's by 2.7%;
-PERFORMANCE_ANALYSIS.md, "The GEMM search, interleaved"); one GEMM each in turn, neighbours
-run at the same clock.
+The algorithm: the library's heuristic offers up to CANDIDATES for the shape; each is timed for
+a few GEMMs in each of TRIAL_ROUNDS rounds, the rounds in alternating order, and the one whose
+best round was fastest is kept (evidence["algorithms"] lists them all). One round in candidate
+order missed the fastest burst on an H100 (fp16: 783 TFLOPS kept, 795 offered; PERFORMANCE_ANALYSIS.md,
+"GEMM bursts by candidate"): a few GEMMs each, in one pass, rank candidates 1-2% apart by the
+clock's and the power's moment as much as by the kernel.
 """
 from __future__ import annotations
 
@@ -25,8 +22,10 @@ from peakbench.backend import Unsupported
 from peakbench.workloads.gemm import STORAGE, OperandFill
 
 CANDIDATES = 8            # algorithms asked of the heuristic
-TRIAL_SWEEPS = 9          # sweeps over the candidates, one GEMM each, alternating order...
-SEARCH_S = 0.12           # ...fewer where they would pass this: a sweep of FP64's 4 candidates took ~88 ms (H100)
+TRIAL_GEMMS = 3           # GEMMs timed per candidate (after one untimed)...
+TRIAL_S = 0.02            # ...fewer where those would pass this: an FP64 GEMM of 8192 took 19-23 ms (H100)
+TRIAL_ROUNDS = 3          # rounds over the candidates, alternating order; each candidate's best round counts...
+SEARCH_S = 0.12           # ...fewer where they would pass this: a round of FP64's 4 candidates took ~88 ms (H100)
 WORKSPACE = 32 << 20      # bytes: NVIDIA recommends 32 MiB of workspace on Hopper (cuBLAS docs, cublasSetWorkspace)
 SCALE_STRIDE = 16          # bytes between the A and B scale factors (each 16-byte aligned)
 SCALE_CT = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i32": ctypes.c_int32}
@@ -161,9 +160,14 @@ class Plan:
     scalar: type                 # the ctypes type of alpha and beta
 
 
-def trial_sweeps(sweep_s: float) -> int:
-    """Sweeps over the candidates, given the GPU seconds the first (timed) sweep took."""
-    return max(1, min(TRIAL_SWEEPS, int(SEARCH_S / sweep_s))) if sweep_s > 0 else TRIAL_SWEEPS
+def trial_rounds(round_s: float) -> int:
+    """Rounds over the candidates, given the GPU seconds the first (timed) round took."""
+    return max(1, min(TRIAL_ROUNDS, int(SEARCH_S / round_s))) if round_s > 0 else TRIAL_ROUNDS
+
+
+def trial_gemms(first_s: float) -> int:
+    """GEMMs to time a candidate by, given the seconds its untimed first one took."""
+    return max(1, min(TRIAL_GEMMS, int(TRIAL_S / first_s))) if first_s > 0 else TRIAL_GEMMS
 
 
 class LtGemm:
@@ -197,27 +201,29 @@ class LtGemm:
             scales = (base, base + SCALE_STRIDE)
         self.plan = self.lt.plan(types, m, n, k, scales)
         candidates = range(len(self.plan.algos))
-        for i in candidates:          # one untimed GEMM each: its set-up
+        counts = []
+        for i in candidates:          # one untimed GEMM each: its set-up, and the count its time allows
             self.algo = i
-            self.run(1)
-        sweeps: list[list[float]] = [[] for _ in candidates]
+            counts.append(trial_gemms(self.run(1)))
+        rounds: list[list[float]] = [[] for _ in candidates]
 
-        def sweep(order) -> None:
+        def timed_round(order) -> None:
             for i in order:
                 self.algo = i
-                sweeps[i].append(self.run(1))
-        sweep(candidates)
-        passes = trial_sweeps(sum(each[0] for each in sweeps))
+                rounds[i].append(self.run(counts[i]) / counts[i])
+        timed_round(candidates)
+        # the rounds after the first fit what it took (the untimed GEMMs' times carry their set-up)
+        passes = trial_rounds(sum(each[0] * count for each, count in zip(rounds, counts)))
         for r in range(1, passes):
-            sweep(reversed(candidates) if r % 2 else candidates)
-        times = [float(np.median(t)) for t in sweeps]
+            timed_round(reversed(candidates) if r % 2 else candidates)
+        times = [min(t) for t in rounds]
         self.algo = min(candidates, key=times.__getitem__)
+        each = "-".join(map(str, sorted(set(counts))))
         return {"library": self.version(), "algorithm": self.describe(self.algo),
                 "algorithms": [f"{i}: {self.describe(i)}: {t * 1e3:.3f} ms" for i, t in enumerate(times)],
-                "sweeps": [f"{i}: " + ", ".join(f"{t * 1e3:.3f}" for t in ts) + " ms" for i, ts in enumerate(sweeps)],
-                "chosen": f"candidate {self.algo} of {len(times)} the heuristic offered (fastest median GEMM of"
-                          f" {passes} sweep{'' if passes == 1 else 's'}, the candidates interleaved, one GEMM each"
-                          " a sweep, in alternating order)",
+                "rounds": [f"{i}: " + ", ".join(f"{t * 1e3:.3f}" for t in ts) + " ms" for i, ts in enumerate(rounds)],
+                "chosen": f"candidate {self.algo} of {len(times)} the heuristic offered (fastest best round of"
+                          f" {passes}, {each} GEMM{'' if each == '1' else 's'} each, in alternating order)",
                 "workspace_bytes": WORKSPACE}
 
     def run(self, count: int, accumulate: bool = False) -> float:
