@@ -196,3 +196,18 @@ def test_every_by_is_reached_here():
     # the list above: silicon, power, thermal, clock, host, unknown, link, api, driver, kernel
     assert set(verdict.BY) == {"silicon", "clock", "power", "thermal", "api", "driver", "kernel", "link", "host",
                                "unknown"}
+
+
+def test_a_bidirectional_rate_shows_each_direction_over_its_own_copies_and_their_sum():
+    # an H100's default suite (board a86bc656, 2026-12-07): nvbandwidth's two bidirectional tests read
+    # 51.61 + 50.74; each of our directions over its own copies 52.13 + 50.16, the value 100.7
+    r = ok("transfer.bidir", 100.7, "GB/s", pct_of_spec=78.7, spec_value=128.0, params={
+        "variant": "pinned", "balanced": {"h2d": {"pieces": 17, "ms": 10.942, "gb_s": 52.13},
+                                          "d2h": {"pieces": 16, "ms": 10.702, "gb_s": 50.16}}})
+    found = verdict.limit(r, {"name": "NVIDIA H100 SXM5"}, None)
+    assert found["by"] == "unknown"
+    assert found["why"].endswith("; each direction over its own copies h2d 52.13 + d2h 50.16 = 102.3 GB/s, where the"
+                                 " value counts both ways' bytes over the window both ran in (the lanes ended 0.24 ms"
+                                 " apart in 10.9)"), found["why"]
+    one_way = ok("transfer.h2d", 55.4, "GB/s", pct_of_spec=86.6, spec_value=128.0, params={"variant": "pinned"})
+    assert "each direction" not in verdict.limit(one_way, {"name": "NVIDIA H100 SXM5"}, None)["why"]

@@ -121,10 +121,11 @@ def limit(r: dict, spec: dict | None = None, health: dict | None = None) -> dict
         share = of_spec / 100
         what = "the host link's" if family == "transfer" else "the spec's"
         evidence_ = {"pct_of_spec": of_spec, "spec_value": r.get("spec_value")}
+        ways = _each_way(params) if family == "transfer" else ""
         if share >= SILICON:
-            return _verdict("silicon", f"{share:.0%} of {what} {r.get('spec_value')} {unit}", evidence_)
+            return _verdict("silicon", f"{share:.0%} of {what} {r.get('spec_value')} {unit}{ways}", evidence_)
         return _verdict("unknown", f"{share:.0%} of {what} {r.get('spec_value')} {unit}: short of it, and no other"
-                                   " backend on this GPU to compare", evidence_)
+                                   f" backend on this GPU to compare{ways}", evidence_)
     if not spec:
         return _verdict("unknown", "no spec entry matched this GPU (--spec names one): no peak to hold it against", {})
     bound = ((evidence.get("guards") or {}).get("clock-ceiling") or (evidence.get("guards") or {}).get("bound") or {})
@@ -227,6 +228,24 @@ def copied_by(r: dict) -> str | None:
     if params.get("variant") not in COPY_VARIANTS or not params.get("engine"):
         return None
     return str(params["engine"])
+
+
+def _each_way(params: dict) -> str:
+    """Both directions at once (balanced copies): each direction's rate over its own copies and
+    their sum, as a tool timing one direction while the other runs counts the link (nvbandwidth's
+    bidirectional tests), beside what the value counts: both directions' bytes over the window
+    both ran in, part of which the lane that ended first left idle."""
+    lanes = {d: v for d, v in (params.get("balanced") or {}).items() if isinstance(v, dict)}
+    rates = {d: _num(v.get("gb_s")) for d, v in lanes.items()}
+    if len(rates) < 2 or not all(rates.values()):
+        return ""
+    text = ("; each direction over its own copies " + " + ".join(f"{d} {g:.4g}" for d, g in rates.items())
+            + f" = {sum(rates.values()):.4g} GB/s")
+    ends = [_num(v.get("ms")) for v in lanes.values()]
+    if all(ends):
+        text += (f", where the value counts both ways' bytes over the window both ran in (the lanes ended"
+                 f" {max(ends) - min(ends):.2f} ms apart in {max(ends):.3g})")
+    return text
 
 
 def _ways(r: dict, best: dict, best_backend: str) -> str:
