@@ -132,3 +132,9 @@ def test_get_unknown_raises():
 def test_shared_atomics_and_shared_memory_scale_with_the_core_clock_global_atomics_do_not():
     assert CATALOG.get("atomic.shared_add").clocked and CATALOG.get("memory.shared").clocked
     assert not CATALOG.get("atomic.global_add").clocked and not CATALOG.get("memory.l2").clocked
+
+
+def test_the_gemms_and_the_sparse_matrix_tests_keep_a_burst_and_nothing_else():
+    bursting = {t.name for t in CATALOG.tests if t.bursts}
+    want = {n for n in CATALOG.names() if n.startswith("gemm.") or n.endswith(".sparse")}
+    assert bursting == want and len(want) == 13

@@ -314,10 +314,6 @@ def test_a_burst_keeps_the_first_launches_rate_beside_the_capped_sustained_one(c
     assert burst["load_before_s"] < 0.1
 
 
-def test_no_burst_where_the_test_does_not_ask(clock):
-    assert "burst" not in run_measure(FakeWorkload(clock=clock), clock).evidence
-
-
 def test_the_default_suite_idles_before_a_burst_tests_first_variant_only(clock, monkeypatch):
     slept = []
     monkeypatch.setattr(runner.time, "sleep", lambda s: (slept.append(s), clock.advance(s)), raising=False)

@@ -137,6 +137,7 @@ def test_a_test_that_keeps_a_burst_idles_the_gpu_before_it_and_the_catalog_says_
     result = run_test(FakeDevice(plan={WIDE.name: make}, clock=clock), WIDE, settings, lambda _: None)
     assert events == ["prepare"] * 3 and "burst" not in result.evidence, "a test that keeps no burst"
 
+
 def test_verify_runs_before_any_timing(clock):
     device = FakeDevice(clock=clock)
     run(device, OTHER)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("jsonschema", reason="jsonschema is not installed: the schema itself cannot be checked")
+
 from conftest import RESULT_SCHEMA, result_validator, schema_problems
 from peakbench import cli
 from peakbench.report.result import SCHEMA, load_json

@@ -273,3 +273,11 @@ def test_a_hip_kernel_fault_fails_verification(rt, name, bug, said):
         assert said in (w.verify() or "")
     finally:
         w.close()
+
+
+def test_the_l2_read_is_calibrated_to_the_default_suites_launch_in_every_profile():
+    from peakbench.harness.runner import Settings, launch_settings
+    full, quick = Settings.full(), Settings.quick()
+    assert onchip.L2Workload.launch_s == full.sample_s > quick.sample_s
+    workload = onchip.L2Workload.__new__(onchip.L2Workload)     # only its declaration is read
+    assert launch_settings(workload, quick).sample_s == launch_settings(workload, full).sample_s == full.sample_s

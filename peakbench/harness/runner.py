@@ -1,8 +1,8 @@
 """Warm up, calibrate, sample, stop: the one place that measures a workload and turns (items,
 GPU seconds) into a rate.
 
-For each variant of a test: find the size whose launch takes about `sample_s` of GPU time
-(doubling from 1), keep the GPU under sustained load until `warmup_s` has passed since the test
+For each variant of a test: find the size whose launch takes about `sample_s` of GPU time, or
+the workload's `launch_s` where that is longer (doubling from 1), keep the GPU under sustained load until `warmup_s` has passed since the test
 began (clocks ramp over hundreds of milliseconds), then take samples until at least `min_samples`
 are in and their relative deviation is under `settle`, or `max_samples`/`budget_s` is reached.
 The value of a test is its best variant's median rate.
@@ -212,6 +212,14 @@ class VariantResult:
     phases: dict = field(default_factory=dict)       # wall seconds of prepare, verify and measure
 
 
+def launch_settings(workload, settings: Settings) -> Settings:
+    """The settings a workload's timed launches are calibrated by: sample_s, or the workload's
+    launch_s where that is longer (Workload.launch_s)."""
+    if workload.launch_s and workload.launch_s > settings.sample_s:
+        return replace(settings, sample_s=workload.launch_s)
+    return settings
+
+
 def calibrate(run: Callable[[int], float], settings: Settings) -> tuple[int, float]:
     """The smallest power-of-two size whose launch takes at least sample_s (or max_size)."""
     size, seconds = 1, run(1)
@@ -289,8 +297,7 @@ def measure(workload, per_item: float, unit: str, settings: Settings, started: f
     (see hold); `burst`: the first launches are kept (take_burst)."""
     own = time.perf_counter()
     burst = take_burst(workload, per_item, unit, clock, started) if burst else None
-    longer = workload.launch_s and workload.launch_s > settings.sample_s
-    size, seconds = calibrate(workload.run, replace(settings, sample_s=workload.launch_s) if longer else settings)
+    size, seconds = calibrate(workload.run, launch_settings(workload, settings))
     # calibration's last, the warm-up's, then the timed ones (the timer guard reads them all)
     launches = warm_launches(workload.run, size, seconds, own_launches(settings.min_samples),
                              lambda: (time.perf_counter() - started < settings.warmup_s
@@ -401,8 +408,9 @@ def over_axis(workload, axis, per_item: float, unit: str, settings: Settings, cl
 
 
 def fixed_samples(workload, count: int, per_item: float, unit: str, settings: Settings, clock) -> VariantResult:
-    """Calibrated to sample_s, warmed up for min(warmup_s, budget_s), then `count` timed launches."""
-    size, seconds = calibrate(workload.run, settings)
+    """Calibrated as measure() calibrates, warmed up for min(warmup_s, budget_s), then `count`
+    timed launches."""
+    size, seconds = calibrate(workload.run, launch_settings(workload, settings))
     warm_until = time.perf_counter() + min(settings.warmup_s, settings.budget_s)
     launches = warm_launches(workload.run, size, seconds, own_launches(count), lambda: time.perf_counter() < warm_until)
     rates, timing, t0 = [], [], time.perf_counter()

@@ -41,9 +41,10 @@ CPU_L2 = 1 << 20            # a CPU driver's (lavapipe's) L2, as a place to size
 # 14%): PERFORMANCE_ANALYSIS.md, "Ahead of the peers".
 L2_BLOCKS_PER_UNIT = 8
 # The L2 read's rate still rises with the launch's length at the 5 ms launches --quick takes
-# (CUDA on an H100 read 16.2, 16.4, 16.6 and 16.7 TB/s at launches of 4.3, 8.6, 17 and 34 ms;
-# Vulkan 14.8, 15.3, 15.5, 15.6), so every profile calibrates it to the default suite's 10 ms:
-# PERFORMANCE_ANALYSIS.md, "What the sparse matrix tests leave behind, memory.l2's launch length ...").
+# (on an H100, CUDA read 16.2, 16.4, 16.6 and 16.7 TB/s at launches of 4.3, 8.6, 17 and 34 ms;
+# Vulkan 14.8, 15.3, 15.5 and 15.6 at 4.8, 9.2, 18 and 36 ms), so every profile calibrates it to
+# the default suite's 10 ms (Settings.full().sample_s): PERFORMANCE_ANALYSIS.md, "What the sparse
+# matrix tests leave behind, memory.l2's launch length and the host link both ways".
 L2_LAUNCH_S = 0.01
 # What a shared chase loads each hop (ChaseKernel.pointer): the next address, or the next index,
 # which the hop must scale into an address before the next load (one IMAD or SHF on NVIDIA: 29
