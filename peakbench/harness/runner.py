@@ -1,10 +1,11 @@
 """Warm up, calibrate, sample, stop: the one place that measures a workload and turns (items,
 GPU seconds) into a rate.
 
-For each variant of a test: find the size whose launch takes about `sample_s` of GPU time, or
-the workload's `launch_s` where that is longer (doubling from 1), keep the GPU under sustained load until `warmup_s` has passed since the test
-began (clocks ramp over hundreds of milliseconds), then take samples until at least `min_samples`
-are in and their relative deviation is under `settle`, or `max_samples`/`budget_s` is reached.
+For each variant of a test: find the size whose launch takes about `sample_s` of GPU time (the
+workload's `launch_s` where that is longer; doubling from 1), keep the GPU under sustained load
+until `warmup_s` has passed since the test began (clocks ramp over hundreds of milliseconds), then
+take samples until at least `min_samples` are in and their relative deviation is under
+`settle`, or `max_samples`/`budget_s` is reached.
 The value of a test is its best variant's median rate.
 
 What a workload declares (peakbench/workload.py) picks the path: the points of an Axis, each
@@ -296,7 +297,7 @@ def measure(workload, per_item: float, unit: str, settings: Settings, started: f
     sustained load began; `held_mhz`, where that load began before this test, the clock it ran at
     (see hold); `burst`: the first launches are kept (take_burst)."""
     own = time.perf_counter()
-    burst = take_burst(workload, per_item, unit, clock, started) if burst else None
+    first = take_burst(workload, per_item, unit, clock, started) if burst else None
     size, seconds = calibrate(workload.run, launch_settings(workload, settings))
     # calibration's last, the warm-up's, then the timed ones (the timer guard reads them all)
     launches = warm_launches(workload.run, size, seconds, own_launches(settings.min_samples),
@@ -320,7 +321,7 @@ def measure(workload, per_item: float, unit: str, settings: Settings, started: f
         if len(rates) >= settings.min_samples and stdrel(rates) < settings.settle:
             break
     read = [c for c in clocks if c]
-    evidence = {**workload.evidence, **({"warm_up": warm_up} if warm_up else {}), **({"burst": burst} if burst else {})}
+    evidence = {**workload.evidence, **({"warm_up": warm_up} if warm_up else {}), **({"burst": first} if first else {})}
     return VariantResult(workload.name, size, summarize(rates),
                          median(read) if read else None, dict(workload.params),
                          evidence, rates, timing, (t0, time.perf_counter()), times, clocks, [launches])
