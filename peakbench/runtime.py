@@ -108,6 +108,8 @@ class Runtime(Protocol):
 
     def alloc(self, nbytes: int): ...
     def free(self, buf) -> None: ...
+    def address(self, buf) -> int | None:
+        """The buffer's device address, where the runtime can read it (None where it cannot)."""
     def upload(self, buf, data) -> None:
         """The raw bytes of `data` (any C-contiguous object with the buffer protocol: bytes, a
         memoryview, a numpy array of any dtype; memoryview(data).nbytes of them) to the start of

@@ -2,9 +2,10 @@
 // (the same as shaders/atomic.comp). Each thread adds v = gid % 5 + 1 to its address UNROLL times
 // per loop iteration:
 //   atomic adds per thread = iterations * UNROLL                 (catalog/atomic.py)
-// Addresses: global memory, out[gid] (each thread its own) or out[gid / WARP] (CONTENDED: one per
-// warp/wavefront); SHARED: a shared-memory word per thread, s[threadIdx.x], stored to out[gid]
-// at the end. The sums are unused, so the compiler may issue the reduction form (RED on NVIDIA).
+// Addresses: global memory, out[base + gid] (each thread its own) or out[base + gid / WARP]
+// (CONTENDED: one per warp/wavefront); SHARED: a shared-memory word per thread, s[threadIdx.x],
+// stored to out[base + gid] at the end. `base` places the words where the workload chose (at a
+// 2 MiB boundary). The sums are unused, so the compiler may issue the reduction form (RED on NVIDIA).
 // Defines: IS_FLOAT (f32, else u32), SHARED, CONTENDED, WARP, LOCAL (the block size), UNROLL.
 #if IS_FLOAT
 typedef float T;
@@ -20,7 +21,9 @@ typedef unsigned T;
 #define ADD(p, v) atomicAdd((p), (v))
 #endif
 
-extern "C" __global__ void atomic(T* __restrict__ out, unsigned* __restrict__ workgroups_done, unsigned iterations) {
+extern "C" __global__ void atomic(T* __restrict__ out, unsigned* __restrict__ workgroups_done, unsigned iterations,
+                                   unsigned base) {
+    out += base;
     const unsigned gid = blockIdx.x * blockDim.x + threadIdx.x;
     const T v = (T)(gid % 5 + 1);
 #if SHARED

@@ -90,23 +90,25 @@ def test_float_variants_follow_the_hardware():
         assert kernels_atomic.missing(glob, Rt("hip", arch)) == {}
 
 
-def atomic_player(one_iteration: bool = False):
-    """shaders/atomic.cu `atomic`: every thread adds gid % 5 + 1 to its word iterations * UNROLL
-    times (planted: never more than one iteration)."""
+def atomic_player(one_iteration: bool = False, ignore_base: bool = False):
+    """shaders/atomic.cu `atomic`: every thread adds gid % 5 + 1 to its word (from word `base`)
+    iterations * UNROLL times (planted: never more than one iteration; the words from the
+    buffer's start whatever `base` says)."""
     def play(fake, launch):
         d = fake_hip.defines(launch["options"])
         test = next(t for t in ATOMIC if (t.space == "shared") == (d["SHARED"] == "1")
                     and t.contended == (d["CONTENDED"] == "1"))
         dtype = "f32" if d["IS_FLOAT"] == "1" else "u32"
-        out_arg, _, iterations = args(launch)      # _: the launch witness (fake_hip counts it)
+        out_arg, _, iterations, base = args(launch)      # _: the launch witness (fake_hip counts it)
         n = fake_hip.scalar(iterations)
         n = min(n, 1) if one_iteration else n
+        at = 0 if ignore_base else 4 * fake_hip.scalar(base)
         threads = launch["grid"][0] * launch["block"][0]
         got = atomic.expected(test, dtype, threads, int(d["WARP"]), n * int(d["UNROLL"]))
         buf = fake.buffer(out_arg)
         # global words keep what earlier launches added; a shared word starts at 0 in each launch
-        before = 0 if test.space == "shared" else np.frombuffer(bytes(buf), atomic.DTYPES[dtype])[:len(got)]
-        buf[:got.nbytes] = (before + got).astype(atomic.DTYPES[dtype]).tobytes()
+        before = 0 if test.space == "shared" else np.frombuffer(bytes(buf[at:at + got.nbytes]), atomic.DTYPES[dtype])
+        buf[at:at + got.nbytes] = (before + got).astype(atomic.DTYPES[dtype]).tobytes()
     return play
 
 
@@ -129,6 +131,33 @@ def test_hip_workload_verifies_and_a_loop_that_stops_early_fails_the_guard(rt, t
         assert w.verify().startswith("guard iterations")
     finally:
         w.close()
+
+
+@pytest.mark.parametrize("test", ATOMIC, ids=IDS)
+def test_global_words_start_at_a_2_mib_boundary_and_a_kernel_that_ignores_it_fails(rt, test):
+    rt.fake.kernels["atomic"] = atomic_player()
+    pad = rt.alloc(4096)           # so the output starts off a boundary
+    w = kernels_atomic.workload(test, test.variants[0], rt)
+    try:
+        start = rt.address(w.out) + 4 * w.base
+        if test.space == "shared":
+            assert w.base == 0 and w.params["placement"] == "from the buffer's start"
+        else:
+            assert start % atomic.PLACE == 0 and 0 <= 4 * w.base < atomic.PLACE
+            assert w.params["placement"].startswith("from a 2 MiB boundary of device address")
+        assert w.verify() is None
+    finally:
+        w.close()
+    if test.space == "shared":
+        return
+    assert w.base > 0
+    rt.fake.kernels["atomic"] = atomic_player(ignore_base=True)
+    w = kernels_atomic.workload(test, test.variants[0], rt)
+    try:
+        assert "words differ from the host's sums (first at word 0: got" in w.verify()
+    finally:
+        w.close()
+        rt.free(pad)
 
 
 # -- what the compiler made of the add (the atomic census's forms) ------------------------------

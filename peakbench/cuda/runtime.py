@@ -145,6 +145,9 @@ class CudaRuntime(CompiledModules):
         with self.device:
             return cp.empty(max(1, nbytes), dtype=cp.uint8)
 
+    def address(self, buf) -> int:
+        return buf.data.ptr
+
     def free(self, buf) -> None:
         """Nothing to do here: CuPy frees a buffer when its last reference goes (workloads drop
         theirs in close()), and close() empties the pool."""

@@ -251,6 +251,9 @@ class HipRuntime(CompiledModules):
         nbytes = max(1, int(nbytes))
         return DeviceBuffer(self.api.call(self.hip.hipMalloc, nbytes), nbytes)
 
+    def address(self, buf: DeviceBuffer) -> int:
+        return buf.address
+
     def free(self, buf: DeviceBuffer) -> None:
         if buf.ptr is not None:
             self.api.call(self.hip.hipFree, buf.ptr)

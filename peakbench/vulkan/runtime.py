@@ -111,9 +111,10 @@ class VulkanRuntime:
     def upload(self, buf: Buffer, data) -> None:
         self.dev.upload(buf, data)
 
-    def address(self, buf: Buffer) -> int:
-        """The buffer's device address, where the device has bufferDeviceAddress (the pointer chase)."""
-        return self.dev.address(buf)
+    def address(self, buf: Buffer) -> int | None:
+        """The buffer's device address, where the device has bufferDeviceAddress (the pointer chase);
+        None without it."""
+        return self.dev.address(buf) if self.caps.has("bufferDeviceAddress") else None
 
     def download(self, buf: Buffer, nbytes: int | None = None) -> memoryview:
         return self.dev.download(buf, nbytes)

@@ -28,6 +28,13 @@ from peakbench.workloads.witness import Witness
 
 LOCAL = 256                # threads per workgroup
 WAVES = 4                  # the grid fills the device this many times over
+# The global tests' words start at a boundary of this many bytes of device address. Which L2
+# slices a word's line lands in follows from its address: the contended words (one a warp, 32 to
+# a 128-byte line, ~1K lines on an H100) read 35.5-38.0 GOPS (f32) at 16 offsets into a 2 MiB page
+# of one allocation, each offset alike in two rounds, and alike at offsets 2 MiB apart
+# (PERFORMANCE_ANALYSIS.md, "Where the contended atomic's words land"). Past 2 MiB (a GPU's large
+# page) the offset is the physical one too.
+PLACE = 2 << 20
 VERIFY_ITERATIONS = (1, 2)
 DTYPES = {"u32": np.uint32, "f32": np.float32}
 
@@ -103,6 +110,20 @@ def combined(census, threads_per_address: int, warp: int) -> int:
     return max(1, min(threads_per_address, warp))
 
 
+def placed(rt, nbytes: int, place: bool) -> tuple[object, int, str]:
+    """(buffer, word offset, how it was placed): with `place`, a buffer PLACE bytes longer, its
+    words from the first PLACE boundary of device address in it, where the runtime reads the
+    address; else the buffer's start."""
+    if not place:
+        return rt.alloc(nbytes), 0, "from the buffer's start"
+    buf = rt.alloc(nbytes + PLACE)
+    address = rt.address(buf) if hasattr(rt, "address") else None
+    if address is None:
+        return buf, 0, "from the buffer's start (the runtime reads no device address)"
+    skip = -address % PLACE
+    return buf, skip // 4, f"from a {PLACE >> 20} MiB boundary of device address ({skip} bytes into the buffer)"
+
+
 class AtomicWorkload(Workload):
     """One atomic test's variant (its element type): the kernel and the output buffer. An item is
     one atomic add of one thread; of an aggregated variant, one atomic the hardware does."""
@@ -114,15 +135,16 @@ class AtomicWorkload(Workload):
         self.local = min(LOCAL, rt.limits.max_block)
         self.warp = rt.limits.warp
         self.kernel = rt.compile(kernel.source, {**kernel.defines, **defines(test, variant, self.warp, self.local)},
-                                 kernel.entry, block=self.local, args="bbu", label=f"{test.name}-{variant.name}")
+                                 kernel.entry, block=self.local, args="bbuu", label=f"{test.name}-{variant.name}")
         self.groups = max(1, rt.grid_threads(WAVES) // self.local)
         self.threads = self.groups * self.local
         self.words = words(test, self.threads, self.warp)
-        self.out = rt.alloc(self.words * 4)
+        self.out, self.base, placement = placed(rt, self.words * 4, test.space != "shared")
         self.witness = Witness(rt)
         self.params = {"variant": variant.name, **kernel.params, "workgroup_size": self.local, "workgroups": self.groups,
                        "threads": self.threads, "unroll": variant.unroll, "space": test.space,
-                       "addresses": self.words, "threads_per_address": self.threads // self.words}
+                       "addresses": self.words, "threads_per_address": self.threads // self.words,
+                       "placement": placement}
         if rt.arch:
             self.params["arch"] = rt.arch
         self.evidence = {**rt.evidence(self.kernel), **kernel.evidence}
@@ -147,7 +169,7 @@ class AtomicWorkload(Workload):
 
     def run(self, size: int) -> float:
         self.launched, self.last = self.launched + size, size
-        return self.witness.launch(self.kernel, self.groups, [self.out], [np.uint32(size)])
+        return self.witness.launch(self.kernel, self.groups, [self.out], [np.uint32(size), np.uint32(self.base)])
 
     def zero(self) -> None:
         self.rt.fill(self.out, 0)
@@ -166,9 +188,14 @@ class AtomicWorkload(Workload):
         def check_after(n: int) -> str | None:
             self.zero()
             self.run(n)
-            got = np.frombuffer(self.rt.download(self.out), DTYPES[self.dtype])[:self.words]
+            got = self.output()
             return check(self.test, self.dtype, self.threads, self.warp, n * self.variant.unroll, got)
         return guards.at_counts(VERIFY_ITERATIONS, check_after, "iterations", self.evidence)
+
+    def output(self) -> np.ndarray:
+        """The words the kernel adds to, from `base`."""
+        end = self.base + self.words
+        return np.frombuffer(self.rt.download(self.out, 4 * end), DTYPES[self.dtype])[self.base:end]
 
     def after_timing(self, size: int) -> tuple[str | None, str]:
         """A global output sums every launch since the last check zeroed it (calibration, warm-up
@@ -181,7 +208,7 @@ class AtomicWorkload(Workload):
         want = expected(self.test, self.dtype, self.threads, self.warp, steps)
         if self.dtype == "f32" and float(want.max()) >= 2 ** 24:
             return None, f"not checked: the f32 sums of {steps} adds a thread are past float32's exact integers"
-        got = np.frombuffer(self.rt.download(self.out), DTYPES[self.dtype])[:self.words]
+        got = self.output()
         problem = check(self.test, self.dtype, self.threads, self.warp, steps, got)
         what = (f"the last timed launch ({launched} iterations)" if shared else
                 f"all {launched} iterations launched since the check, timed ones included")
