@@ -138,3 +138,8 @@ def test_the_gemms_and_the_sparse_matrix_tests_keep_a_burst_and_nothing_else():
     bursting = {t.name for t in CATALOG.tests if t.bursts}
     want = {n for n in CATALOG.names() if n.startswith("gemm.") or n.endswith(".sparse")}
     assert bursting == want and len(want) == 13
+
+
+def test_the_matrix_and_gemm_tests_and_nothing_else_keep_a_tensor_load():
+    tensor = {t.name for t in CATALOG.tests if t.tensor}
+    assert tensor == {t.name for t in CATALOG.tests if t.family in ("matrix", "gemm")} and len(tensor) > 20

@@ -294,6 +294,29 @@ def test_copies_share_a_load_of_their_own_and_leave_the_core_load_alone(clock):
     assert clock() - t0 >= 0.3 and load.since > since
 
 
+def test_tensor_work_shares_a_load_of_its_own_and_continues_the_core_load(clock):
+    """Core work does not bring the tensor rate up: the first tensor test after core tests warms
+    up warmup_s of its own kernel, the tensor test after it continues that load (its own warm-up
+    only), and a core test after tensor work continues the core load, which tensor work kept."""
+    settings = Settings(sample_s=0.002, warmup_s=0.3, own_warmup_s=0.03, min_samples=3, max_samples=3,
+                        budget_s=10.0, warm_gap_s=1.0)
+    load = runner.Load()
+    runner.measure_on(load, FakeWorkload(1e-6, 1e6, clock=clock), 1.0, "TOPS", settings, lambda: 1980.0)
+    since = load.since
+    clock.advance(0.1)
+    t0 = clock()
+    runner.measure_on(load, FakeWorkload(1e-6, 1e6, clock=clock), 1.0, "TFLOPS", settings, lambda: 1980.0, tensor=True)
+    assert clock() - t0 >= 0.3                # right after a core test: the tensor load warms up in full
+    clock.advance(0.1)
+    t0 = clock()
+    runner.measure_on(load, FakeWorkload(1e-6, 1e6, clock=clock), 1.0, "TFLOPS", settings, lambda: 1980.0, tensor=True)
+    assert 0.03 <= clock() - t0 < 0.1         # continues the tensor load
+    clock.advance(0.1)
+    t0 = clock()
+    runner.measure_on(load, FakeWorkload(1e-6, 1e6, clock=clock), 1.0, "TOPS", settings, lambda: 1980.0)
+    assert 0.03 <= clock() - t0 < 0.1 and load.since == since      # the core load went on under the tensor work
+
+
 class Capped(FakeWorkload):
     """A GEMM under a power cap: full rate for its first second of load, 0.8x after."""
 

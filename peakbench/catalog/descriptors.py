@@ -45,6 +45,11 @@ class TestSpec:
     # units): its first launches are kept beside the sustained value (the burst, as GEMM
     # benchmarks time a few products), and the default suite rests the GPU before the test.
     bursts = False
+    # Whether the work runs on the matrix (tensor) units: a tensor test's warm-up is shared only
+    # with tensor tests before it. At the same clock, the tensor rate steps up 2-2.5% some 100-150 ms
+    # into tensor work that follows other work, and not after tensor work (PERFORMANCE_ANALYSIS.md,
+    # "The tensor rate's first 150 ms").
+    tensor = False
 
     @property
     def family(self) -> str:
@@ -97,6 +102,7 @@ class ComputeTest(TestSpec):
 class MatrixTest(TestSpec):
     """Matrix units. An item is one step of one accumulator tile of one tile owner."""
     clocked = True
+    tensor = True
 
     @property
     def types(self) -> tuple[str, str]:

@@ -22,6 +22,7 @@ class GemmTest(TestSpec):
     output: str = ""
     clocked = True
     bursts = True
+    tensor = True
 
     @property
     def types(self) -> tuple[str, str]:

@@ -167,6 +167,7 @@ class Load:
         self.until: float | None = None
         self.mhz: float | None = None
         self._link: Load | None = None
+        self._tensor: Load | None = None
 
     @property
     def link(self) -> "Load":
@@ -174,6 +175,13 @@ class Load:
         if self._link is None:
             self._link = Load()
         return self._link
+
+    @property
+    def tensor(self) -> "Load":
+        """The tensor tests' own load on the same device (TestSpec.tensor)."""
+        if self._tensor is None:
+            self._tensor = Load()
+        return self._tensor
 
     def begin(self, now: float, gap_s: float) -> float:
         """When the load a test starting `now` continues began: the previous test's, where it ended
@@ -272,20 +280,27 @@ def hold(workload, size: int, settings: Settings, clock: Callable[[], float | No
 
 
 def measure_on(load: Load, workload, per_item: float, unit: str, settings: Settings,
-               clock: Callable[[], float | None], started: float | None = None, burst: bool = False) -> VariantResult:
+               clock: Callable[[], float | None], started: float | None = None, burst: bool = False,
+               tensor: bool = False) -> VariantResult:
     """measure() continuing the device's sustained load (Load.start; `started`: the test's own
-    load, where warm-ups are not shared), and handing it on to the next measurement."""
-    if burst and settings.burst_idle_s and started is None:     # the test's first variant
-        time.sleep(settings.burst_idle_s)
-        load.begin(time.perf_counter(), 0)
-        started = load.since
+    load, where warm-ups are not shared), and handing it on to the next measurement. `tensor`:
+    the work runs on the matrix units (TestSpec.tensor)."""
     # Copies keep a load of their own (Load.link): a core load does not bring the link up, nor
     # can copies bring a fallen core clock back, so neither counts towards the other's warm-up,
-    # and the core test after copies is held to the core clock before them (hold).
-    own = load if workload.cores else load.link
+    # and the core test after copies is held to the core clock before them (hold). Tensor work
+    # keeps one too (Load.tensor): other work does not bring the tensor rate up, but tensor work
+    # keeps the cores' clock as any work does, so it continues the core load as well.
+    own = load.link if not workload.cores else load.tensor if tensor else load
+    if burst and settings.burst_idle_s and started is None:     # the test's first variant
+        time.sleep(settings.burst_idle_s)
+        own.begin(time.perf_counter(), 0)
+        started = own.since
     began, held = own.start(time.perf_counter(), settings, started)
     v = measure(workload, per_item, unit, settings, began, clock, held if workload.cores else None, burst)
     own.end(time.perf_counter(), v.clock_mhz)
+    if own is load.tensor:
+        load.begin(began, settings.warm_gap_s)
+        load.end(time.perf_counter(), v.clock_mhz)
     return v
 
 
@@ -365,15 +380,17 @@ def take(workload, test, variant, settings: Settings, clock: Callable[[], float 
         return workload.from_sweep(spec)
     axis = workload.axis(spec)
     if axis is None:
-        v = measure_on(load, workload, test.per_item(variant), test.unit, settings, clock, started, test.bursts)
+        v = measure_on(load, workload, test.per_item(variant), test.unit, settings, clock, started, test.bursts,
+                       test.tensor)
     else:
-        v = over_axis(workload, axis, test.per_item(variant), test.unit, settings, clock, load, started, test.bursts)
+        v = over_axis(workload, axis, test.per_item(variant), test.unit, settings, clock, load, started, test.bursts,
+                      test.tensor)
     workload.observed(v, spec)
     return v
 
 
 def over_axis(workload, axis, per_item: float, unit: str, settings: Settings, clock, load: Load,
-              started: float | None, burst: bool = False) -> VariantResult:
+              started: float | None, burst: bool = False, tensor: bool = False) -> VariantResult:
     """Each point of `axis` in order (a screening run: its first axis.screen), the workload
     moved there (at), measured as any test, each point after the first continuing the first's
     load (its own warm-up not repeated); or with axis.samples, calibrated, warmed up for
@@ -387,8 +404,8 @@ def over_axis(workload, axis, per_item: float, unit: str, settings: Settings, cl
             v = fixed_samples(workload, axis.samples, per_item, unit, settings, clock)
         else:
             own = settings if not measured else replace(settings, own_warmup_s=0.0)
-            v = measure_on(load, workload, per_item, unit, own, clock, started, burst)
-            started = started or load.since
+            v = measure_on(load, workload, per_item, unit, own, clock, started, burst, tensor)
+            started = started or (load.tensor if tensor else load).since
         measured[point] = v
     if axis.value == "best":
         value = max(measured.values(), key=lambda v: -v.summary.median if unit in PER else v.summary.median)
