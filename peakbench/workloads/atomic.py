@@ -117,7 +117,7 @@ def placed(rt, nbytes: int, place: bool) -> tuple[object, int, str]:
     if not place:
         return rt.alloc(nbytes), 0, "from the buffer's start"
     buf = rt.alloc(nbytes + PLACE)
-    address = rt.address(buf) if hasattr(rt, "address") else None
+    address = rt.address(buf)
     if address is None:
         return buf, 0, "from the buffer's start (the runtime reads no device address)"
     skip = -address % PLACE
