@@ -183,6 +183,11 @@ class Load:
             self._tensor = Load()
         return self._tensor
 
+    def of(self, workload, tensor: bool) -> "Load":
+        """The load a measurement continues: the copies' (Workload.cores False), the tensor
+        work's (TestSpec.tensor) or the cores'."""
+        return self.link if not workload.cores else self.tensor if tensor else self
+
     def begin(self, now: float, gap_s: float) -> float:
         """When the load a test starting `now` continues began: the previous test's, where it ended
         under `gap_s` ago; else now."""
@@ -290,7 +295,7 @@ def measure_on(load: Load, workload, per_item: float, unit: str, settings: Setti
     # and the core test after copies is held to the core clock before them (hold). Tensor work
     # keeps one too (Load.tensor): other work does not bring the tensor rate up, but tensor work
     # keeps the cores' clock as any work does, so it continues the core load as well.
-    own = load.link if not workload.cores else load.tensor if tensor else load
+    own = load.of(workload, tensor)
     if burst and settings.burst_idle_s and started is None:     # the test's first variant
         time.sleep(settings.burst_idle_s)
         own.begin(time.perf_counter(), 0)
@@ -405,7 +410,7 @@ def over_axis(workload, axis, per_item: float, unit: str, settings: Settings, cl
         else:
             own = settings if not measured else replace(settings, own_warmup_s=0.0)
             v = measure_on(load, workload, per_item, unit, own, clock, started, burst, tensor)
-            started = started or (load.tensor if tensor else load).since
+            started = started or load.of(workload, tensor).since
         measured[point] = v
     if axis.value == "best":
         value = max(measured.values(), key=lambda v: -v.summary.median if unit in PER else v.summary.median)
