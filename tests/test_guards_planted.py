@@ -426,6 +426,32 @@ def test_launches_lost_after_the_first_behind_a_jittered_time_fail_the_launches_
 
 
 @lavapipe
+def test_runs_that_launch_nothing_behind_a_jittered_time_fail_the_launches_guard(tmp_path, monkeypatch):
+    # The fault above the runtime: a workload's run that, for a long run like the one before it,
+    # launches nothing and reports that one's time again (plus a tick), the wall time waited out.
+    # The kernel's count agrees with the launches made; the runs timed outnumber them.
+    import itertools
+    import time
+    from peakbench.workloads.alu import AluWorkload
+    from peakbench.workloads.atomic import AtomicWorkload
+    from peakbench.workloads.onchip import L2Workload
+    from peakbench.workloads.sfu import SfuWorkload
+    for cls in (AluWorkload, AtomicWorkload, L2Workload, SfuWorkload):
+        def lossy(self, size, run=cls.run, last={}, ticks=itertools.cycle((0, 1, 2))):
+            if size > 2 and last.get(id(self)) and last[id(self)][0] == size:
+                time.sleep(last[id(self)][1])
+                return last[id(self)][1] + 1e-9 * next(ticks)
+            last[id(self)] = (size, run(self, size))
+            return last[id(self)][1]
+        monkeypatch.setattr(cls, "run", lossy)
+    tests = "sfu.rcp,atomic.shared_add,memory.l2,compute.fp32"
+    r = run_inprocess(tmp_path, monkeypatch, tests)
+    assert set(r) == set(tests.split(","))
+    for t in r.values():
+        assert_caught(t, "launches", "runs timed", "runs that launched nothing")
+
+
+@lavapipe
 def test_launches_cut_short_of_their_workgroups_fail_the_launches_guard(tmp_path, monkeypatch):
     # A runtime that dispatches one workgroup fewer than asked, once the checks are done: the
     # sampled output of the checks cannot see it, the kernel's count does.

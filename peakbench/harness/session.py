@@ -221,6 +221,7 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
             load = load or Load()
             # Shared warm-ups: each variant continues the load only where the GPU was busy
             # under warm_gap_s ago; a long compile in between lets the clock fall.
+            before = workload.witness.launches if workload.witness is not None else 0
             v = runner.take(workload, test, variant, settings, device.clock_mhz, load, spec, started)
             started = started or load.since       # without shared warm-ups, the test's own load
             v.name = workload.name or variant.name      # an aggregated atomic is its own variant
@@ -230,7 +231,7 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
             if not problem and workload.timing in ("gpu", "host") and workload.axis(spec) is None:
                 problem = _apply(checks, "measured", workload.after_timing(v.size))
             if not problem and workload.witness is not None:
-                problem = _apply(checks, "launches", workload.witness.check())
+                problem = _apply(checks, "launches", workload.witness.check(sum(map(len, v.launches)), before))
             guarded += time.perf_counter() - t3
             if problem:
                 return failed(test, variant, problem, v.params, v.evidence), None

@@ -5,7 +5,10 @@ workgroups, would leave nothing else to see. Each such kernel takes one more buf
 word the first invocation of every workgroup adds one to as its last act; the host counts the
 workgroups it launched, and the `launches` guard (harness/session.py) holds the two equal after
 the timed launches: every workgroup launched was dispatched and its first invocation ran to the
-end. One atomic add a workgroup, after the loop: nothing the timing can see.
+end. One atomic add a workgroup, after the loop: nothing the timing can see. The guard holds one
+more count: the runs the harness timed against the launches made here for them, so a workload's
+run that launched nothing and reported a time (above the runtime, where the word cannot see it)
+fails too.
 
 A kernel whose workgroups run about 10^9 a second (a stream's 4 KiB tiles at HBM rates) would
 queue every add on one word; it counts workgroup w in slot w % slots instead, each slot the first
@@ -57,9 +60,14 @@ class Witness:
         words = np.frombuffer(self.rt.download(self.buffer, self.nbytes), np.uint32)
         return int(words[::SLOT_WORDS].sum(dtype=np.uint64) % WORD)
 
-    def check(self) -> tuple[str | None, str]:
+    def check(self, asked: int = 0, since: int = 0) -> tuple[str | None, str]:
         """(problem, evidence): every workgroup launched since the word was cleared was dispatched,
-        and its first invocation reached the kernel's end."""
+        and its first invocation reached the kernel's end; and of the `asked` runs the harness
+        timed after `since` launches, each launched here (a workload's run launches once or more),
+        so a run that skipped the launch and reported a time is not counted as work."""
+        if self.launches - since < asked:
+            return (f"{asked} runs timed, {self.launches - since} launches made for them: runs that launched"
+                    f" nothing, their time not the kernel's"), f"{self.launches - since} launches for {asked} runs"
         got, want = self.counted(), self.groups % WORD
         said = f"{self.launches} launches of {self.groups} workgroups"
         if got == want:
