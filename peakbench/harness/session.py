@@ -223,7 +223,7 @@ def _run_test(device, test: TestSpec, settings: Settings, progress: Callable[[st
             # under warm_gap_s ago; a long compile in between lets the clock fall.
             before = workload.witness.launches if workload.witness is not None else 0
             v = runner.take(workload, test, variant, settings, device.clock_mhz, load, spec, started)
-            started = started or load.since       # without shared warm-ups, the test's own load
+            started = started or load.of(workload, test.tensor).since     # without shared warm-ups, the test's own load
             v.name = workload.name or variant.name      # an aggregated atomic is its own variant
             v.evidence["guards"] = checks = {**checks, **v.evidence.get("guards", {})}
             t3 = time.perf_counter()
