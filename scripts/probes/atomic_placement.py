@@ -5,9 +5,11 @@ those lines on one slice would slow every variant alike. Before each preparation
 PADS[i] bytes is allocated (and kept until the variant is measured), so the output lands
 elsewhere; each variant is calibrated to BASE_S launches, warmed up for WARM_S and timed LAUNCHES
 times, the median. Two rounds, the second in reverse order: a placement effect repeats with its pad,
-noise does not. From the repository:
+noise does not. --buffer-mib N gives the placed output a buffer of N MiB instead (does a driver
+start a large buffer at a 2 MiB boundary of device address, and map it in 2 MiB pages?); each row
+names its buffer's offset into 2 MiB. From the repository:
 
-    python3 scripts/probes/atomic_placement.py BACKEND [TEST] [--json out.json]
+    python3 scripts/probes/atomic_placement.py BACKEND [TEST] [--buffer-mib N] [--json out.json]
 """
 import argparse
 import json
@@ -16,6 +18,7 @@ import sys
 import time
 
 from peakbench.backend import load
+from peakbench.workloads import atomic
 from peakbench.catalog import default_catalog
 from peakbench.harness.runner import Settings, calibrate, rate
 
@@ -36,18 +39,38 @@ def measure(device, test, variant) -> dict:
         seconds = [workload.run(size) for _ in range(LAUNCHES)]
         address = device.rt.address(workload.out) if hasattr(device.rt, "address") else None
         return {"name": workload.name, "size": size, "address": address,
+                "into_2mib": None if address is None else address % (2 << 20),
                 "rate": round(statistics.median(rate(workload.items(size), s, test.per_item(variant), test.unit)
                                                 for s in seconds), 3)}
     finally:
         workload.close()
 
 
+def sized(mib: int):
+    """atomic.placed with a buffer of `mib` MiB (at least the words and one PLACE more)."""
+    placed = atomic.placed
+
+    def placed_in(rt, nbytes: int, place: bool):
+        if not place:
+            return placed(rt, nbytes, place)
+        alloc = rt.alloc
+        rt.alloc = lambda n: alloc(max(n, mib << 20))
+        try:
+            return placed(rt, nbytes, place)
+        finally:
+            del rt.alloc
+    return placed_in
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("backend")
     parser.add_argument("test", nargs="?", default="atomic.global_add_contended")
+    parser.add_argument("--buffer-mib", type=int)
     parser.add_argument("--json")
     args = parser.parse_args()
+    if args.buffer_mib:
+        atomic.placed = sized(args.buffer_mib)
     backend = load(args.backend)
     device = backend.open(0)
     test, rows = default_catalog().get(args.test), []
@@ -57,7 +80,8 @@ def main() -> int:
                 held = device.rt.alloc(pad) if pad else None
                 try:
                     for variant in device.variants(test):
-                        row = {"backend": args.backend, "round": round_, "pad": pad, "variant": variant.name,
+                        row = {"backend": args.backend, "buffer_mib": args.buffer_mib, "round": round_, "pad": pad,
+                               "variant": variant.name,
                                **measure(device, test, variant)}
                         rows.append(row)
                         print(json.dumps(row), flush=True)
