@@ -18,9 +18,9 @@ import sys
 import time
 
 from peakbench.backend import load
-from peakbench.workloads import atomic
 from peakbench.catalog import default_catalog
 from peakbench.harness.runner import Settings, calibrate, rate
+from peakbench.workloads import atomic
 
 WARM_S, BASE_S, LAUNCHES = 0.3, 0.01, 9
 PADS = (0, 1 << 16, 1 << 20, 3 << 20, 8 << 20, 33 << 20, 128 << 20, 700 << 20)
@@ -47,19 +47,10 @@ def measure(device, test, variant) -> dict:
 
 
 def sized(mib: int):
-    """atomic.placed with a buffer of `mib` MiB (at least the words and one PLACE more)."""
+    """atomic.placed with a buffer of `mib` MiB, or the words and PLACE where that is more (placed
+    sizes the buffer from `nbytes` alone)."""
     placed = atomic.placed
-
-    def placed_in(rt, nbytes: int, place: bool):
-        if not place:
-            return placed(rt, nbytes, place)
-        alloc = rt.alloc
-        rt.alloc = lambda n: alloc(max(n, mib << 20))
-        try:
-            return placed(rt, nbytes, place)
-        finally:
-            del rt.alloc
-    return placed_in
+    return lambda rt, nbytes, place: placed(rt, max(nbytes, (mib << 20) - atomic.PLACE) if place else nbytes, place)
 
 
 def main() -> int:
