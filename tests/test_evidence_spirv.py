@@ -167,3 +167,35 @@ def test_the_stream_kernels_loads_and_stores_are_counted_where_they_repeat(mode,
     want = {op: n for op, n in (("OpLoad i32x4 (load, 16 B)", loads), ("OpStore i32x4 (store, 16 B)", stores)) if n}
     assert found.ops == want and found.work == 16 * (loads + stores)
     assert found.note.startswith(f"counted in {where}")
+
+
+# -- the atomics ----------------------------------------------------------------------------------
+
+SHARED_ADD = CATALOG.get("atomic.shared_add")
+U32 = next(v for v in SHARED_ADD.variants if v.name == "u32")
+
+
+def shared_add_module() -> bytes:
+    from peakbench.workloads.atomic import defines
+    return compile_shader("atomic.comp", defines(SHARED_ADD, U32, 32, 256))
+
+
+def test_the_atomic_module_counts_one_add_a_step():
+    found = spirv_census.operation_census(shared_add_module(), "atomic")
+    assert found.ops == {"OpAtomicIAdd i32": U32.unroll} and found.work == U32.unroll > 1
+
+
+def test_adds_folded_behind_a_condition_the_unrolling_makes_constant_count_once(tmp_path, monkeypatch):
+    # The kernel's fault the results cannot see: one add of v * UNROLL a trip where UNROLL adds of
+    # v were due leaves the same sums. The unrolled `if (u == 0u)` is a branch on a constant; a
+    # driver runs its one add, and so must the census count it.
+    from peakbench.vulkan import shaders
+    text = (shaders.SHADERS / "atomic.comp").read_text()
+    folded = text.replace("atomicAdd(s[lid], v);", "if (u == 0u) atomicAdd(s[lid], v * UNROLL);")
+    assert folded != text
+    (tmp_path / "atomic.comp").write_text(folded)
+    monkeypatch.setattr(shaders, "SHADERS", tmp_path)
+    found = spirv_census.operation_census(shared_add_module(), "atomic")
+    assert found.ops == {"OpAtomicIAdd i32": 1} and found.work == 1
+    problem, _ = guards.work(SHARED_ADD, U32, found, U32.unroll)     # the workload claims unroll adds a trip
+    assert problem and f"the catalog claims {U32.unroll}" in problem

@@ -4,8 +4,9 @@ device loads and stores of a stream kernel (memory_census), for the memory tests
 and its atomics or special functions (operation_census).
 
 The module is first run through spirv-opt's store elimination and loop unrolling, so the
-`[[unroll]]` loops of GLSL kernels become straight code, as every driver compiles them; the
-loop left is the kernel's iterations loop. Its body is the blocks from its header up to its
+`[[unroll]]` loops of GLSL kernels become straight code, as every driver compiles them, and its
+branches on constants folded, so work behind a condition the unrolling made constant (`if (u == 0)`)
+counts once, as a driver runs it; the loop left is the kernel's iterations loop. Its body is the blocks from its header up to its
 merge block, less its continue target (the counter's increment). A module whose loop still
 holds another loop is not counted: the census says so instead of guessing trip counts.
 """
@@ -20,7 +21,7 @@ from peakbench import cache
 from peakbench.runtime import LoopCensus
 
 PASSES = ["--eliminate-local-single-store", "--eliminate-local-multi-store", "--loop-unroll", "--ccp",
-          "--eliminate-dead-code-aggressive"]
+          "--eliminate-dead-branches", "--eliminate-dead-code-aggressive"]
 # ops per lane of the result: an FMA is a multiply and an add
 PER_LANE = {"OpFMul": 1, "OpFAdd": 1, "OpFSub": 1, "OpIMul": 1, "OpIAdd": 1, "OpISub": 1, "Fma": 2}
 DOTS = ("OpSDot", "OpUDot", "OpSUDot", "OpDot")
