@@ -6,13 +6,14 @@
 # then the default suite of both backends in one process from an empty cache, in
 # what time is left of LIMIT seconds (default 585). Each run's JSON, output and log, the peers'
 # files and the wall times go to /tmp/r, packed into $OUT/table.tgz after each step. Needs what
-# scripts/gpu-run.sh needs (.gl/ and .whl/ carried).
+# scripts/gpu-run.sh needs (.gl/ and .whl/ carried). Bytecode as a user has it: the wheel is
+# compiled when installed (pip's default) and the checkout writes its __pycache__ on its first
+# (cold) run, which the warm runs then read.
 set -u
 OUT=${OUT:-/tmp/out}; R=/tmp/r; mkdir -p "$OUT" $R
 T0=$(date +%s)
 . scripts/lent-machine.sh
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/wsite "${WHEEL:-dist}"/*.whl || exit 1
-export PYTHONDONTWRITEBYTECODE=1
+python3 -m pip install -q --no-index --no-deps --no-cache-dir --target /tmp/wsite "${WHEEL:-dist}"/*.whl || exit 1
 nvidia-smi --query-gpu=name,uuid,driver_version,power.limit,clocks.max.sm,temperature.gpu --format=csv,noheader | tee $R/board.txt
 pack() { tar czf "$OUT/table.tgz" -C /tmp r; }
 # t LABEL CACHE DIR args...: one peakbench process, wall time in ms

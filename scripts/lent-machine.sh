@@ -1,10 +1,12 @@
 # Sourced by the scripts that run on a lent GPU machine (gpu-run.sh, gpu-ab.sh, gpu-table.sh), from
 # the checkout's root. The machine has no network: unpack the Vulkan loader carried in .gl/,
 # install the wheels carried in .whl/ into /tmp/site, and point the loader at NVIDIA's driver
-# (PERFORMANCE_ANALYSIS.md, "How the numbers are taken").
+# (PERFORMANCE_ANALYSIS.md, "How the numbers are taken"). The wheels are byte-compiled as pip
+# installs them for a user: a run that compiles its imports each time (vulkan's bindings among them)
+# measures a start no installed copy pays.
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONUNBUFFERED=1
 icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 [ -f "$icd" ] && export VK_DRIVER_FILES=$icd
