@@ -1,6 +1,7 @@
 """Run peakbench's CLI with marks on stderr, `TL <seconds since the process started> <label>`, at
-the imports, the backend's opening, compile-ahead, the first test and the outputs: where a start-up's
-seconds go. `python3 scripts/probes/startup_marks.py --backend cuda --quick` (PERFORMANCE_ANALYSIS.md,
+the imports, the backend's opening, compile-ahead, the first test, the end of the tests, the
+device's closing, the outputs and the interpreter's exit: where a run's seconds outside its tests
+go. `python3 scripts/probes/startup_marks.py --backend cuda --quick` (PERFORMANCE_ANALYSIS.md,
 "Start-up, sixth round")."""
 import os, sys, time, functools, atexit
 def since_exec():
@@ -33,6 +34,10 @@ wrap(telemetry, "health", "health")
 wrap(ahead, "start", "compile-ahead started")
 wrap(ahead.Pending, "finish", "compile-ahead drained")
 wrap(session.Session, "write_outputs", "write_outputs")
+wrap(session.Session, "measure", "measure")
+wrap(telemetry.Sampler, "close", "telemetry closed")
+from peakbench.workloads import Device
+wrap(Device, "close", "device close")
 orig = session.run_test
 first = [True]
 def run_test(*a, **k):
@@ -46,4 +51,11 @@ if "cuda" in sys.argv:
     wrap(cb.CudaBackend, "open", "CudaBackend.open")
 rc = cli.main(sys.argv[1:])
 mark("main returned")
+# the last mark a Python hook can make: the interpreter's own teardown (modules, CuPy's pools,
+# the driver's context) runs after it, so the caller's wall time less this is that teardown
+import weakref
+class _Last:
+    pass
+_last = _Last()
+weakref.finalize(_last, mark, "finalizers")
 sys.exit(rc)
