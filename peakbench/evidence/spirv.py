@@ -5,10 +5,11 @@ and its atomics or special functions (operation_census).
 
 The module is first run through spirv-opt's store elimination and loop unrolling, so the
 `[[unroll]]` loops of GLSL kernels become straight code, as every driver compiles them, and its
-branches on constants folded, so work behind a condition the unrolling made constant (`if (u == 0)`)
-counts once, as a driver runs it; the loop left is the kernel's iterations loop. Its body is the blocks from its header up to its
-merge block, less its continue target (the counter's increment). A module whose loop still
-holds another loop is not counted: the census says so instead of guessing trip counts.
+branches on constants folded, so work behind a condition the unrolling made constant
+(`if (u == 0)`) counts once, as a driver runs it; the loop left is the kernel's iterations loop.
+Its body is the blocks from its header up to its merge block, less its continue target (the
+counter's increment). A module whose loop still holds another loop is not counted: the census
+says so instead of guessing trip counts.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Run peakbench's CLI with marks on stderr, `TL <seconds since the process started> <label>`, at
 the imports, the backend's opening, compile-ahead, the first test, the end of the tests, the
-device's closing, the outputs and the interpreter's exit: where a run's seconds outside its tests
+device's closing, the outputs and atexit: where a run's seconds outside its tests
 go. `python3 scripts/probes/startup_marks.py --backend cuda --quick` (PERFORMANCE_ANALYSIS.md,
 "Start-up, sixth round")."""
 import os, sys, time, functools, atexit
@@ -51,11 +51,6 @@ if "cuda" in sys.argv:
     wrap(cb.CudaBackend, "open", "CudaBackend.open")
 rc = cli.main(sys.argv[1:])
 mark("main returned")
-# the last mark a Python hook can make: the interpreter's own teardown (modules, CuPy's pools,
-# the driver's context) runs after it, so the caller's wall time less this is that teardown
-import weakref
-class _Last:
-    pass
-_last = _Last()
-weakref.finalize(_last, mark, "finalizers")
+# the atexit mark is the last one: the interpreter's own teardown (modules, CuPy's pools, the
+# driver's context) follows it, so the caller's wall time less that mark is the teardown
 sys.exit(rc)
