@@ -109,6 +109,7 @@ def fake(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", fake.module)
     monkeypatch.delitem(sys.modules, "peakbench.cuda.transfer", raising=False)
     monkeypatch.setattr(workload, "VALUE_BYTES", 1 << 20)
+    monkeypatch.setattr(workload, "ENGINE_VALUE_BYTES", 1 << 20)
     module = importlib.import_module("peakbench.cuda.transfer")
     yield fake, module, FakeRuntime(fake.module)
     sys.modules.pop("peakbench.cuda.transfer", None)
@@ -197,8 +198,9 @@ def test_copies_have_the_cuda_kinds_and_pointers(fake):
         cp.log.clear()
         w.run(1)
         copies = [e for e in cp.log if e[0] == "copy"]
-        piece = (1 << 20) // workload.BALANCE_PIECES               # both ways at once: in pieces, in turn
-        assert [(c[1], c[2]) for c in copies] == [(1, piece), (2, piece)] * workload.BALANCE_PIECES
+        piece = (1 << 20) // 2                     # both ways at once: in pieces (half a copy here), in turn
+        assert w.piece() == piece and w.params["piece_bytes"] == piece
+        assert [(c[1], c[2]) for c in copies] == [(1, piece), (2, piece)] * 2
         assert {c[3] for c in copies[::2]} == {rt.stream.ptr} and rt.stream.ptr not in {c[3] for c in copies[1::2]}
         h2d, d2h = w.lanes
         assert np.array_equal(h2d.device.host, h2d.data)
@@ -229,7 +231,7 @@ def test_bidir_is_timed_from_one_start_to_each_streams_end_event(fake):
         assert w.run(3) == pytest.approx(2e-3)
         assert w.items(3) == 2 * 3 * (1 << 20)
         steps = [e[0] for e in cp.log]
-        pieces = 3 * workload.BALANCE_PIECES
+        pieces = 3 * 2
         assert steps == ["record", "wait"] + ["copy"] * 2 * pieces + ["record", "wait"] * 2 + ["record", "event-sync"]
         start, second = cp.log[0][1], cp.log[1][1]
         assert cp.log[1] == ("wait", second, start) and second != rt.stream.ptr

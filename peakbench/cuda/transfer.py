@@ -40,7 +40,7 @@ class CudaLink(RuntimeBuffers):
 
     def __init__(self, rt):
         self.rt = rt
-        self.value_bytes = value_bytes(rt.info)
+        self.value_bytes = value_bytes(rt.info, engine=True)
         self.issued = 0                     # bytes handed to cudaMemcpyAsync (workloads/transfer.py)
         with rt.device:
             self.streams = [rt.stream, cp.cuda.Stream(non_blocking=True)]

@@ -3,7 +3,8 @@ each API's copy path provides (peakbench/vulkan/transfer.py, cuda/transfer.py, r
 
 A link is:
 
-    value_bytes                      the transfer size the test's value is measured at
+    value_bytes                      the copies' size the test's value is measured at (the mapped
+                                     read's is value_bytes(info): a kernel's loads, not an engine)
     host(nbytes, kind) -> HostBuffer host memory of `kind` ("pinned" | "pageable"); its `array`
                                      is a numpy uint8 view the workload fills and checks
     device(nbytes)                   a device buffer
@@ -36,16 +37,19 @@ and for the `mapped` variant of transfer.h2d (a kernel reading host memory, no c
 
 An item is one byte moved; a launch of size `size` is `size` copies of value_bytes per direction
 (the mapped read: `size` passes of the kernel over the host buffer). Both directions at once, on
-a link with copy_each, go in pieces of value_bytes / BALANCE_PIECES, each direction's count in
-proportion to its pieces a second in the launch before (the slowest keeps size x BALANCE_PIECES),
-so that both run until the launch ends: the rate is the link's while it carries both ways, not
-a mix of that and the slower direction's tail alone (PERFORMANCE_ANALYSIS.md, "Bidirectional
-copies, balanced"). The size sweep (series) copies equal bytes each way.
+a link with copy_each, go in pieces (piece()), each direction's count in proportion to its pieces
+a second (the slowest keeps size x the pieces a copy), so that both run until the launch ends:
+the rate is the link's while it carries both ways, not a mix of that and the slower direction's
+tail alone (PERFORMANCE_ANALYSIS.md, "Bidirectional copies, balanced"). A direction's pace is its
+median over the last PACE_LAUNCHES launches, not the last one's: one launch whose h2d dipped swung
+the next one's split so far that d2h ran alone for 1.4 ms of 12.6 (PERFORMANCE_ANALYSIS.md,
+twentieth round). The size sweep (series) copies equal bytes each way.
 """
 from __future__ import annotations
 
 import functools
 import weakref
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,13 +61,18 @@ from peakbench.workload import Sweep, Workload
 from peakbench.workloads import stream
 
 VALUE_BYTES = 256 << 20          # large enough that a copy's fixed cost (a few us) is under 0.1%
+# CUDA's copy engines (cudaMemcpyAsync, queued back to back on a stream) read the same at 64 MiB
+# (h2d and d2h within 0.4%), and their page-locked buffers and checks cost a quarter of the
+# time at 256 MiB: PERFORMANCE_ANALYSIS.md, "The H200 table, and CUDA's copies at 64 MiB".
+ENGINE_VALUE_BYTES = 64 << 20
 CPU_VALUE_BYTES = 8 << 20        # a CPU driver: its "link" is memcpy; small keeps CI fast
 SWEEP_FIRST = 64 << 10
 SWEEP_STEP = 4
 SWEEP_SAMPLE_S = 0.004
 DIRECTIONS = {"h2d": ("h2d",), "d2h": ("d2h",), "bidir": ("h2d", "d2h")}
 SEEDS = {"h2d": 0x9E3779B1, "d2h": 0x85EBCA77}   # different data each way: crossed lanes fail
-BALANCE_PIECES = 8                               # pieces a copy of both directions is issued in
+PIECE_BYTES = 32 << 20                           # both directions at once go in pieces of at most this
+PACE_LAUNCHES = 5                                # a direction's pace: its median over this many launches
 BALANCE_MOST = 4                                 # a direction gets at most this many times the slowest's
 
 
@@ -76,8 +85,12 @@ class HostBuffer:
     extra: dict = field(default_factory=dict)
 
 
-def value_bytes(info) -> int:
-    return CPU_VALUE_BYTES if info.kind == "cpu" else VALUE_BYTES
+def value_bytes(info, engine: bool = False) -> int:
+    """The transfer size of a device's link: `engine` for copies a stream queues back to back
+    (ENGINE_VALUE_BYTES)."""
+    if info.kind == "cpu":
+        return CPU_VALUE_BYTES
+    return ENGINE_VALUE_BYTES if engine else VALUE_BYTES
 
 
 @functools.lru_cache(maxsize=4)
@@ -243,7 +256,7 @@ class TransferWorkload(Workload):
             else:
                 lane.host.array[:] = data
         self.balanced = len(self.lanes) > 1 and self.kind == "pinned" and hasattr(link, "copy_each")
-        self.pace: list[float] | None = None     # each lane's pieces a second, the last balanced launch
+        self.paced: deque = deque(maxlen=PACE_LAUNCHES)   # the last launches' (pieces, seconds), a lane each
         self.moved: list[int] | None = None      # each lane's bytes, the last balanced launch
         self.timed_counts: list[int] | None = None   # and its pieces
         self.issued: int | None = None           # bytes the last launch's copy calls were handed (link.issued)
@@ -251,8 +264,9 @@ class TransferWorkload(Workload):
                        "bytes_counted": "both directions" if len(self.lanes) > 1 else test.dtype,
                        **link.describe(self.kind)}
         if self.balanced:
-            self.params["pieces"] = (f"{BALANCE_PIECES} a copy a direction, the faster direction given more so"
-                                     " that both end together; the series copies equal bytes each way")
+            self.params["pieces"] = (f"{self.nbytes // self.piece()} a copy a direction, the faster direction given"
+                                     " more so that both end together; the series copies equal bytes each way")
+            self.params["piece_bytes"] = self.piece()
         self.evidence = {}
 
     def _key(self, direction: str) -> tuple:
@@ -281,22 +295,30 @@ class TransferWorkload(Workload):
         return size * (nbytes or self.nbytes) * len(self.lanes)
 
     def piece(self) -> int:
-        return max(4096, self.nbytes // BALANCE_PIECES // 4096 * 4096)
+        """The bytes of a piece: PIECE_BYTES, at least two a copy, whole pages."""
+        return max(4096, min(PIECE_BYTES, self.nbytes // 2) // 4096 * 4096)
+
+    def pace(self) -> list[float] | None:
+        """Each lane's pieces a second, its median over the last PACE_LAUNCHES balanced launches (None
+        before the first): one launch's dip does not move it."""
+        if not self.paced:
+            return None
+        return list(np.median([np.divide(counts, ends) for counts, ends in self.paced], axis=0))
 
     def counts(self, size: int) -> list[int]:
         """Each lane's pieces in a launch of `size`: the slowest lane's size x the pieces a copy,
-        each other lane's in proportion to its pace the launch before."""
-        pieces = size * max(1, self.nbytes // self.piece())
-        if not self.pace:
+        each other lane's in proportion to its pace (pace())."""
+        pieces, pace = size * max(1, self.nbytes // self.piece()), self.pace()
+        if not pace:
             return [pieces] * len(self.lanes)
-        slowest = min(self.pace)
-        return [max(pieces, round(pieces * min(BALANCE_MOST, p / slowest))) for p in self.pace]
+        slowest = min(pace)
+        return [max(pieces, round(pieces * min(BALANCE_MOST, p / slowest))) for p in pace]
 
     def _run_balanced(self, size: int) -> float:
         counts, piece = self.counts(size), self.piece()
         seconds, ends = self.link.copy_each(self.jobs(), piece, [offsets(piece, self.nbytes, c) for c in counts])
         if all(e > 0 for e in ends):
-            self.pace = [c / e for c, e in zip(counts, ends)]
+            self.paced.append((counts, ends))
         self.moved, self.timed_counts = [c * piece for c in counts], counts
         self.params["balanced"] = {lane.direction: {"pieces": c, "ms": round(e * 1e3, 3),
                                                     "gb_s": round(c * piece / e / 1e9, 2) if e > 0 else None}
@@ -411,7 +433,7 @@ class MappedReadWorkload(Workload):
         rt = self.rt = link.rt
         self.resident = stream.resident_groups(rt)
         self.step = self.resident * stream.STREAM_BLOCK * STREAM_UNROLL
-        self.n_vec = max(2 * self.step, link.value_bytes // 16 // self.step * self.step)
+        self.n_vec = max(2 * self.step, value_bytes(rt.info) // 16 // self.step * self.step)
         self.nbytes = self.n_vec * 16
         self.host = link.mapped(self.nbytes)
         self.host.array[:] = stream.filled(self.n_vec).view(np.uint8).reshape(-1)
