@@ -7,6 +7,10 @@
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+# Without zstandard the driver's shader cache cannot be read: every Vulkan result would lose its
+# SASS, and the verdicts that rest on it (compute.int64's `silicon`) would read `unknown`.
+PYTHONPATH=/tmp/site python3 -c 'import zstandard' 2>/dev/null \
+    || echo "lent-machine.sh: no zstandard wheel in .whl/: Vulkan results will carry no SASS" >&2
 export PYTHONUNBUFFERED=1
 icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 [ -f "$icd" ] && export VK_DRIVER_FILES=$icd
