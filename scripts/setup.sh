@@ -52,5 +52,7 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 extras="nvml"
 [ "$want_tests" = 1 ] && extras="nvml,plot,report,test"
+# With NVIDIA's driver, the Vulkan results carry the SASS its shader cache holds (README: [sass]).
+[ -e /proc/driver/nvidia/version ] && extras="$extras,sass"
 .venv/bin/python -m pip install -q -e ".[$extras]"
 echo "setup: ready (.venv/bin/peakbench)" >&2
