@@ -200,7 +200,7 @@ def test_copies_have_the_cuda_kinds_and_pointers(fake):
         copies = [e for e in cp.log if e[0] == "copy"]
         piece = (1 << 20) // 2                     # both ways at once: in pieces (half a copy here), in turn
         assert w.piece() == piece and w.params["piece_bytes"] == piece
-        assert [(c[1], c[2]) for c in copies] == [(1, piece), (2, piece)] * 2
+        assert [(c[1], c[2]) for c in copies] == [(1, piece), (2, piece)] * w.per_copy()
         assert {c[3] for c in copies[::2]} == {rt.stream.ptr} and rt.stream.ptr not in {c[3] for c in copies[1::2]}
         h2d, d2h = w.lanes
         assert np.array_equal(h2d.device.host, h2d.data)
@@ -231,7 +231,7 @@ def test_bidir_is_timed_from_one_start_to_each_streams_end_event(fake):
         assert w.run(3) == pytest.approx(2e-3)
         assert w.items(3) == 2 * 3 * (1 << 20)
         steps = [e[0] for e in cp.log]
-        pieces = 3 * 2
+        pieces = 3 * w.per_copy()
         assert steps == ["record", "wait"] + ["copy"] * 2 * pieces + ["record", "wait"] * 2 + ["record", "event-sync"]
         start, second = cp.log[0][1], cp.log[1][1]
         assert cp.log[1] == ("wait", second, start) and second != rt.stream.ptr

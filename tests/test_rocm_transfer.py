@@ -159,14 +159,14 @@ def test_bidir_puts_each_direction_on_its_own_stream_in_pieces_timed_to_each_str
         kinds = fake_hip.hipMemcpyKind
         h2d = [c for c in hip.copies if c[0] == kinds.hipMemcpyHostToDevice]
         d2h = [c for c in hip.copies if c[0] == kinds.hipMemcpyDeviceToHost]
-        assert len(h2d) == len(d2h) == 2 * 2 and {c[1] for c in h2d} == {(1 << 20) // 2}     # pieces of half a copy
+        assert len(h2d) == len(d2h) == 2 * w.per_copy() and {c[1] for c in h2d} == {w.piece()}
         assert {c[2].serial for c in h2d} != {c[2].serial for c in d2h}
         assert {c[2].serial for c in h2d} == {device.rt.stream.serial}
         names = [c[0] for c in hip.calls]
         assert names[0] == "hipEventRecord" and names[-4:] == ["hipEventSynchronize"] + ["hipEventElapsedTime"] * 3
         assert names.count("hipStreamWaitEvent") == 3      # the second stream after the start, the end after both
-        rate = round(4 * ((1 << 20) // 2) / 1e-3 / 1e9, 2)
-        assert w.params["balanced"] == {d: {"pieces": 4, "ms": 1.0, "gb_s": rate} for d in ("h2d", "d2h")}
+        rate = round(2 * w.per_copy() * w.piece() / 1e-3 / 1e9, 2)
+        assert w.params["balanced"] == {d: {"pieces": 2 * w.per_copy(), "ms": 1.0, "gb_s": rate} for d in ("h2d", "d2h")}
     finally:
         w.close()
 
@@ -187,7 +187,7 @@ def test_the_faster_direction_is_given_more_pieces(device, hip):
         hip.hipMemcpyAsync = paced
         w.run(1)
         seconds = w.run(1)
-        assert w.params["balanced"]["h2d"]["pieces"] == 2 and w.params["balanced"]["d2h"]["pieces"] == 4
+        assert w.params["balanced"]["h2d"]["pieces"] == w.per_copy() and w.params["balanced"]["d2h"]["pieces"] == 2 * w.per_copy()
         assert w.params["balanced"]["h2d"]["ms"] == w.params["balanced"]["d2h"]["ms"] == pytest.approx(seconds * 1e3)
     finally:
         w.close()

@@ -239,7 +239,7 @@ def test_both_directions_are_balanced_to_end_together_and_read_the_links_rate_bo
         balanced = launch(w, 2)
     assert balanced == pytest.approx(48.32 + 30.77, rel=0.01), balanced
     pieces = w.params["balanced"]
-    slow = 2 * 2                        # the slower direction: size x pieces a copy (two of 4 MiB in 8 MiB)
+    slow = 2 * w.per_copy()                                    # the slower direction: size x pieces a copy
     assert pieces["d2h"]["pieces"] == slow and abs(pieces["h2d"]["pieces"] / slow - 48.32 / 30.77) < 0.1, pieces
     assert w.items(2) == (pieces["h2d"]["pieces"] + pieces["d2h"]["pieces"]) * w.piece()
     # the measured guard copies the balanced counts, each piece at its own offset
@@ -284,7 +284,7 @@ def test_a_lost_piece_of_the_balanced_copies_fails_the_measured_guard():
     for _ in range(4):
         w.run(2)
     problem, _ = w.after_timing(2)
-    assert problem and problem.startswith("the measured 4 and ") and "h2d:" in problem, problem
+    assert problem and problem.startswith(f"the measured {2 * w.per_copy()} and ") and "h2d:" in problem, problem
 
 
 def test_a_direction_whose_time_reads_almost_nothing_gets_at_most_four_times_the_pieces():
@@ -296,7 +296,22 @@ def test_a_direction_whose_time_reads_almost_nothing_gets_at_most_four_times_the
     w = TransferWorkload(test, test.variants[0], Instant(value_bytes=8 << 20))
     w.run(2)
     w.run(2)
-    assert w.params["balanced"]["d2h"]["pieces"] == transfer.BALANCE_MOST * 2 * 2
+    assert w.params["balanced"]["d2h"]["pieces"] == transfer.BALANCE_MOST * 2 * w.per_copy()
+
+
+@pytest.mark.parametrize("most, copy, piece", [(32 << 20, 64 << 20, 32 << 20), (1 << 20, 8 << 20, 1 << 20),
+                                               (32 << 20, 8 << 20, 4 << 20), (32 << 20, 12 << 10, 4 << 10),
+                                               (32 << 20, 4 << 10, 4 << 10)])
+def test_pieces_are_32_mib_at_most_two_a_copy_at_least_and_whole_pages(monkeypatch, most, copy, piece):
+    """Pieces of 32 MiB, half the copy where that is less, never under a page: a 64 MiB copy is
+    not cut into 8 MiB pieces, with which an H200's d2h lane read lower (PERFORMANCE_ANALYSIS.md,
+    twentieth round, item 1)."""
+    assert transfer.PIECE_BYTES == 32 << 20
+    monkeypatch.setattr(transfer, "PIECE_BYTES", most)       # the cap, where a copy of 256 MiB would meet it
+    test = TESTS["transfer.bidir"]
+    w = TransferWorkload(test, test.variants[0], UnevenLink(value_bytes=copy))
+    assert w.piece() == piece and w.params["piece_bytes"] == piece
+    assert w.per_copy() == max(1, copy // piece) and w.params["pieces"].startswith(f"{w.per_copy()} a copy")
 
 
 def test_copies_lost_after_the_first_fail_the_measured_guard_even_at_millions_a_launch():

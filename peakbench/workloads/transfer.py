@@ -264,7 +264,7 @@ class TransferWorkload(Workload):
                        "bytes_counted": "both directions" if len(self.lanes) > 1 else test.dtype,
                        **link.describe(self.kind)}
         if self.balanced:
-            self.params["pieces"] = (f"{self.nbytes // self.piece()} a copy a direction, the faster direction given"
+            self.params["pieces"] = (f"{self.per_copy()} a copy a direction, the faster direction given"
                                      " more so that both end together; the series copies equal bytes each way")
             self.params["piece_bytes"] = self.piece()
         self.evidence = {}
@@ -298,6 +298,10 @@ class TransferWorkload(Workload):
         """The bytes of a piece: PIECE_BYTES, at least two a copy, whole pages."""
         return max(4096, min(PIECE_BYTES, self.nbytes // 2) // 4096 * 4096)
 
+    def per_copy(self) -> int:
+        """The pieces a copy of value_bytes is issued in."""
+        return max(1, self.nbytes // self.piece())
+
     def pace(self) -> list[float] | None:
         """Each lane's pieces a second, its median over the last PACE_LAUNCHES balanced launches (None
         before the first): one launch's dip does not move it."""
@@ -308,7 +312,7 @@ class TransferWorkload(Workload):
     def counts(self, size: int) -> list[int]:
         """Each lane's pieces in a launch of `size`: the slowest lane's size x the pieces a copy,
         each other lane's in proportion to its pace (pace())."""
-        pieces, pace = size * max(1, self.nbytes // self.piece()), self.pace()
+        pieces, pace = size * self.per_copy(), self.pace()
         if not pace:
             return [pieces] * len(self.lanes)
         slowest = min(pace)
