@@ -48,11 +48,13 @@ def run_edited(tmp_path, source: str, old: str, new: str, tests: str, profile=("
     return results(out)
 
 
-def run_inprocess(tmp_path, monkeypatch, tests: str, *extra: str) -> dict:
+def run_inprocess(tmp_path, monkeypatch, tests: str, *extra: str, quick: bool = True) -> dict:
+    """A plain run in this process (--quick unless `quick` is False: every variant), which must exit 1."""
     from peakbench import cli
     monkeypatch.setenv("PEAKBENCH_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "out.json"
-    assert cli.main(["--backend", "vulkan", "--quick", "--tests", tests, "--json", str(out), *extra]) == 1
+    profile = ["--quick"] if quick else []
+    assert cli.main(["--backend", "vulkan", *profile, "--tests", tests, "--json", str(out), *extra]) == 1
     return results(out)
 
 
@@ -545,6 +547,26 @@ def test_a_transfer_byte_count_off_by_two_fails_against_the_copies_handed_to_the
     r = run_inprocess(tmp_path, monkeypatch, "transfer.h2d,transfer.bidir")      # bidir: both directions
     for name in ("transfer.h2d", "transfer.bidir"):
         assert_caught(r[name], "measured", "the last timed launch counted", "its copy calls were handed")
+
+
+@lavapipe
+def test_a_mapped_read_cut_short_at_the_measured_count_fails_the_measured_guard(tmp_path, monkeypatch):
+    # Two passes whatever the count: the checks at 1 and 2 passes see nothing wrong, and lavapipe
+    # has no link rate to bound it (it read 59.7 million GB/s, `ok`, before the measured guard).
+    from peakbench.workloads.transfer import MappedReadWorkload
+    run = MappedReadWorkload.run
+    monkeypatch.setattr(MappedReadWorkload, "run", lambda self, size, n_vec=None: run(self, min(size, 2), n_vec))
+    r = run_inprocess(tmp_path, monkeypatch, "transfer.h2d", quick=False)       # quick runs no mapped read
+    assert_caught(r["transfer.h2d"], "measured", "variant mapped", "did not read their share")
+
+
+@lavapipe
+def test_a_mapped_read_byte_count_off_by_two_fails_against_what_its_kernel_read(tmp_path, monkeypatch):
+    from peakbench.workloads.transfer import MappedReadWorkload
+    items = MappedReadWorkload.items
+    monkeypatch.setattr(MappedReadWorkload, "items", lambda self, size: 2 * items(self, size))
+    r = run_inprocess(tmp_path, monkeypatch, "transfer.h2d", quick=False)
+    assert_caught(r["transfer.h2d"], "measured", "variant mapped", "counted", "the kernel's")
 
 
 @lavapipe

@@ -127,6 +127,19 @@ KEPT_SLICE_AFTER = 1 << 12       # vectors of each slice the measured guard comp
 COUNT_SLOTS = 1024
 
 
+def short_reads(got: np.ndarray, count: int, n_vec: int, passes: int, what: str = "threads") -> str | None:
+    """A read kernel's sums (outputs, 4) of a source of COVER_WORD words, where each output was to
+    count `count` vectors: None, or which read fewer (or more) and how many."""
+    want = np.uint32(count * COVER_WORD % (1 << 32))
+    bad = np.flatnonzero((got != want).any(axis=1))
+    if not bad.size:
+        return None
+    first = int(bad[0])
+    short = (int(got[first, 0]) * pow(COVER_WORD, -1, 1 << 32)) % (1 << 32)
+    return (f"{bad.size} of {len(got)} {what} did not read their share of the {n_vec}-vector buffer"
+            f" in {passes} pass{'es' if passes > 1 else ''} (the first, {first}, read {short} vectors, not {count})")
+
+
 def read_sums(n: int, blocks: int, block: int, layout: str = "chunk", passes: int = 1, shift: int = 0,
               mask: int = 0xFFFFFFFF, rows: int = 1) -> np.ndarray:
     """What a read kernel stores, uint32. Chunk layout, (threads, 4): in pass p, thread x of
@@ -502,15 +515,7 @@ class StreamWorkload(Workload):
             got = np.frombuffer(rt.download(self.dst, outputs * 16), np.uint32).reshape(outputs, 4)
         finally:
             self.fill_source()
-        want = np.uint32(count * COVER_WORD % (1 << 32))
-        bad = np.flatnonzero((got != want).any(axis=1))
-        if not bad.size:
-            return None
-        first = int(bad[0])
-        short = (int(got[first, 0]) * pow(COVER_WORD, -1, 1 << 32)) % (1 << 32)
-        what = "columns" if self.rows else "threads"
-        return (f"{bad.size} of {outputs} {what} did not read their share of the {self.n_vec}-vector buffer"
-                f" in {passes} pass{'es' if passes > 1 else ''} (the first, {first}, read {short} vectors, not {count})")
+        return short_reads(got, count, self.n_vec, passes, "columns" if self.rows else "threads")
 
     def lane_sums(self, buf) -> np.ndarray:
         """The chunk read's sums of `buf` over one pass, (threads, 4) uint32: thread x of

@@ -476,6 +476,27 @@ class MappedReadWorkload(Workload):
                                                        f" {' and '.join(map(str, stream.VERIFY_PASSES))}")
         return problem
 
+    def after_timing(self, size: int) -> tuple[str | None, str]:
+        """The measured guard: one more launch of the measured `size` passes over host memory of
+        COVER_WORD words, every thread's sums counting its share of each pass (a kernel doing fewer
+        passes or vectors at that count fails), and the bytes those counts make against items()."""
+        threads = self.resident * stream.STREAM_BLOCK
+        count = size * self.n_vec // threads
+        self.host.array[:] = stream.COVER_BYTE
+        try:
+            self.rt.fill(self.out, 0xFF)
+            self.run(size)
+            got = np.frombuffer(self.rt.download(self.out, threads * 16), np.uint32).reshape(threads, 4)
+        finally:
+            self.host.array[:] = stream.filled(self.n_vec).view(np.uint8).reshape(-1)
+        problem = stream.short_reads(got, count, self.n_vec, size)
+        if not problem and self.items(size) != threads * count * 16:
+            problem = (f"counted {self.items(size)} bytes; the kernel's {threads} threads read {count} vectors each,"
+                       f" {threads * count * 16} bytes")
+        if problem:
+            return f"at the measured {size} passes: {problem}", problem
+        return None, f"a launch of the measured {size} passes read every vector {size} times: the bytes counted"
+
     def close(self) -> None:
         release(self, self.link.release, "host")
         release(self, self.rt.free, "out")
