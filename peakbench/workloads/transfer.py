@@ -495,7 +495,8 @@ class MappedReadWorkload(Workload):
                        f" {threads * count * 16} bytes")
         if problem:
             return f"at the measured {size} passes: {problem}", problem
-        return None, f"a launch of the measured {size} passes read every vector {size} times: the bytes counted"
+        return None, (f"a launch of the measured {size} passes read every vector {size} times, the"
+                      f" {self.items(size)} bytes counted")
 
     def close(self) -> None:
         release(self, self.link.release, "host")
